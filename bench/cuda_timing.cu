@@ -1,0 +1,125 @@
+#include <cuda_runtime.h>
+
+#include "bench/cuda_timing.h"
+
+namespace gemmkit::bench::cuda {
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(status));
+}
+
+class EventPair {
+ public:
+  EventPair() {
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  void record_start(cudaStream_t stream) {
+    check(cudaEventRecord(start_, stream), "cudaEventRecord");
+  }
+  void record_stop(cudaStream_t stream) {
+    check(cudaEventRecord(stop_, stream), "cudaEventRecord");
+  }
+  double elapsed_us() {
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return 1000.0 * static_cast<double>(ms);
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Returns the captured graph, or null (with `why`) when the launches could not be captured.
+cudaGraph_t capture(const LaunchFn& launch, int calls, int copies, cudaStream_t stream,
+                    std::string& why) {
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  std::string launch_error;
+  try {
+    for (int call = 0; call < calls; ++call) launch(call % copies, stream);
+  } catch (const std::exception& error) {
+    launch_error = error.what();
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t status = cudaStreamEndCapture(stream, &graph);
+  cudaGetLastError();  // a failed capture leaves a sticky-looking error behind; it is handled here
+  if (!launch_error.empty() || status != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    why = !launch_error.empty() ? launch_error : cudaGetErrorString(status);
+    return nullptr;
+  }
+  return graph;
+}
+
+}  // namespace
+
+StreamOwner::StreamOwner(Device device) {
+  check(cudaSetDevice(device.index), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  stream_ = stream;
+}
+
+StreamOwner::~StreamOwner() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void StreamOwner::synchronize() const {
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+CallTimes time_calls(const LaunchFn& launch, int calls, int copies, int replays, Stream stream) {
+  CallTimes times;
+  EventPair events;
+  std::string why;
+  cudaGraph_t graph = capture(launch, calls, copies, stream, why);
+  if (graph) {
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(status, "cudaGraphInstantiate");
+    try {
+      check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");  // warm-up replay
+      for (int replay = 0; replay < replays; ++replay) {
+        events.record_start(stream);
+        check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+        events.record_stop(stream);
+        times.per_call_us.push_back(events.elapsed_us() / calls);
+      }
+    } catch (...) {
+      cudaGraphExecDestroy(exec);
+      throw;
+    }
+    cudaGraphExecDestroy(exec);
+    times.method = "CUDA graph of " + std::to_string(calls) + " calls, median of " +
+                   std::to_string(replays) + " replays";
+    return times;
+  }
+  // Direct launches: includes each call's host overhead whenever the GPU outruns the host.
+  for (int call = 0; call < calls; ++call) launch(call % copies, stream);  // warm-up
+  for (int replay = 0; replay < replays; ++replay) {
+    events.record_start(stream);
+    for (int call = 0; call < calls; ++call) launch(call % copies, stream);
+    events.record_stop(stream);
+    times.per_call_us.push_back(events.elapsed_us() / calls);
+  }
+  times.method = "events around " + std::to_string(calls) +
+                 " direct calls (graph capture failed: " + why + "), median of " +
+                 std::to_string(replays);
+  return times;
+}
+
+void check_last_error(const char* what) {
+  check(cudaGetLastError(), what);
+}
+
+}  // namespace gemmkit::bench::cuda

@@ -1,0 +1,214 @@
+// gemmkit public API: GEMM-family kernels for inference (small-batch linear, N-D convolution).
+//
+// Framework-free and CUDA-free: a program that includes this header compiles with any C++17
+// compiler. Tensors are non-owning descriptors (pointer, dtype, device, shape, strides in
+// elements). Every entry point validates all of its arguments before doing any work and throws
+// gemmkit::Error naming the argument, its value and the rule broken.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct CUstream_st;  // the type behind cudaStream_t; declared here so no CUDA header is needed
+
+namespace gemmkit {
+
+// A cudaStream_t. nullptr is the legacy default stream. Ignored for CPU tensors (CPU calls are
+// synchronous).
+using Stream = CUstream_st*;
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+enum class DType : int { bf16 = 0, f16 = 1, f32 = 2 };
+const char* dtype_name(DType dtype);
+std::size_t dtype_size(DType dtype);
+// Parses "bf16", "f16"/"fp16", "f32"/"fp32"; throws Error otherwise.
+DType parse_dtype(const std::string& name);
+
+enum class DeviceKind : int { cpu = 0, cuda = 1 };
+
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;  // CUDA ordinal; 0 for the CPU
+
+  static Device cpu() { return Device{DeviceKind::cpu, 0}; }
+  static Device cuda(int index = 0) { return Device{DeviceKind::cuda, index}; }
+  bool is_cpu() const { return kind == DeviceKind::cpu; }
+  bool is_cuda() const { return kind == DeviceKind::cuda; }
+  std::string str() const;  // "cpu", "cuda:1"
+};
+bool operator==(const Device& a, const Device& b);
+bool operator!=(const Device& a, const Device& b);
+// Parses "cpu", "cuda", "cuda:N", "gpu"; throws Error otherwise.
+Device parse_device(const std::string& name);
+
+constexpr int kMaxRank = 8;
+
+// Non-owning view of a strided tensor. Shapes and strides are in elements. The constructors do
+// not validate; the operations do (so an ill-formed descriptor gets a precise error there).
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Device device{};
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+
+  // Row-major contiguous strides.
+  static Tensor contiguous(void* data, DType dtype, Device device, const std::vector<int64_t>& shape);
+  static Tensor strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
+                        const std::vector<int64_t>& strides);
+
+  std::vector<int64_t> sizes() const;
+  std::vector<int64_t> stride_vector() const;
+  // Product of the shape; throws Error if it overflows int64.
+  int64_t numel() const;
+  bool is_contiguous() const;
+  std::string str() const;  // "bf16[2, 3] strides [3, 1] on cuda:0"
+};
+
+// Host conversions between float and the 16-bit formats, round to nearest even, NaN kept NaN.
+uint16_t float_to_bf16(float value);
+float bf16_to_float(uint16_t bits);
+uint16_t float_to_f16(float value);
+float f16_to_float(uint16_t bits);
+// Reads element `index` (in elements from `data`) of a host buffer of `dtype` as float, and writes.
+float load_as_float(const void* data, DType dtype, int64_t index);
+void store_from_float(void* data, DType dtype, int64_t index, float value);
+
+// What a call did: which backend and kernel ran, and why it was chosen. Filled when passed in
+// the options; the same text is printed to stderr when GEMMKIT_LOG=1.
+struct CallInfo {
+  std::string backend;  // "cpu" or "cuda"
+  std::string kernel;   // e.g. "cpu.linear.f32acc", "cuda.linear.reference"
+  std::string reason;   // why this kernel
+};
+
+struct LinearOptions {
+  // Kernel to force: "" = GEMMKIT_LINEAR_KERNEL if set, else "auto". "reference" forces the
+  // backend's reference kernel. Variant names are listed by `gemmkit info`.
+  std::string kernel;
+  // Programmatic dependent launch for the CUDA kernels that support it: -1 = GEMMKIT_LINEAR_PDL
+  // (default on), 0 = off, 1 = on. With PDL on, a call may start streaming w before the
+  // preceding kernel in the stream has finished: w must not be written by that kernel.
+  int pdl = -1;
+  CallInfo* info = nullptr;
+};
+
+// out[n, m] = x[n, k] . w[m, k]^T (+ bias[m]), fp32 accumulation.
+// x, w: bf16, f16 or f32, same dtype. bias: none, or [m] of x's dtype. out: [n, m] of x's dtype
+// or f32. All tensors on one device. Inputs may be strided; out must not overlap itself.
+void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const Tensor& out,
+            const LinearOptions& options = {}, Stream stream = nullptr);
+
+// General N-D convolution with MLX conv_general semantics (1, 2 or 3 spatial dims, S of them):
+//   x: (n, in_spatial[S]..., c)      weight: (o, kernel[S]..., c / groups)
+//   out: (n, out_spatial[S]..., o)   bias: none or (o)
+// For every spatial dim d: the input is dilated by input_dilation[d] (input_dilation - 1 zeros
+// between elements), padded by padding_lo[d] zeros before and padding_hi[d] after (negative
+// padding crops), then correlated with the kernel dilated by kernel_dilation[d] at stride
+// stride[d]:
+//   out_size = ((in - 1) * input_dilation + 1 + padding_lo + padding_hi
+//               - ((kernel - 1) * kernel_dilation + 1)) / stride + 1       (must be >= 1)
+// flip = true flips the kernel in every spatial dim (true convolution; with input dilation this
+// is a transposed convolution, see conv_transpose_params). Output channel oc belongs to group
+// oc / (o / groups) and reads input channels [g * c/groups, (g + 1) * c/groups).
+// Empty vectors take the defaults (stride 1, padding 0, dilations 1); a vector of one value
+// applies to every spatial dim.
+struct ConvParams {
+  std::vector<int64_t> stride;
+  std::vector<int64_t> padding_lo;
+  std::vector<int64_t> padding_hi;
+  std::vector<int64_t> kernel_dilation;
+  std::vector<int64_t> input_dilation;
+  int64_t groups = 1;
+  bool flip = false;
+};
+
+struct ConvOptions {
+  // Upper bound on temporary device memory (unfold buffer) in bytes; < 0 means
+  // GEMMKIT_CONV_WORKSPACE_MB if set, else 256 MiB. Larger problems run in chunks.
+  int64_t workspace_bytes = -1;
+  // Algorithm to force: "" = GEMMKIT_CONV_ALGO if set, else "auto".
+  std::string algo;
+  CallInfo* info = nullptr;
+};
+
+void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+          const Tensor& out, const ConvParams& params, const ConvOptions& options = {},
+          Stream stream = nullptr);
+
+// The shape conv() expects for `out`, after validating the two shapes and the parameters.
+std::vector<int64_t> conv_output_shape(const std::vector<int64_t>& x_shape,
+                                       const std::vector<int64_t>& weight_shape,
+                                       const ConvParams& params);
+
+// Parameters of conv() that compute a transposed convolution (the gradient of a convolution
+// with respect to its input, as in PyTorch's ConvTransposeNd) with the given per-dim kernel
+// size, stride, padding, output_padding and dilation (vectors of one value broadcast):
+//   input_dilation = stride, kernel_dilation = dilation, flip = true, stride 1,
+//   padding_lo = dilation * (kernel - 1) - padding, padding_hi = padding_lo + output_padding.
+// The weight must be given as (o, kernel..., c / groups) (PyTorch stores (c, o / groups,
+// kernel...): permute it). output_padding must be < stride or < dilation, as in PyTorch.
+ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
+                                 const std::vector<int64_t>& stride,
+                                 const std::vector<int64_t>& padding,
+                                 const std::vector<int64_t>& output_padding,
+                                 const std::vector<int64_t>& dilation, int64_t groups = 1);
+
+// ---- Devices and memory (used by the CLI; handy for tests and small programs) ----
+
+struct DeviceInfo {
+  Device device;
+  std::string name;
+  int sm_major = 0, sm_minor = 0;
+  int multiprocessors = 0;
+  int64_t memory_bytes = 0;
+  int64_t l2_bytes = 0;
+};
+
+// True when the library was built with its CUDA backend.
+bool built_with_cuda();
+// Usable CUDA devices; empty when the build has no CUDA or no driver/GPU is present.
+std::vector<DeviceInfo> cuda_devices();
+// Why cuda_devices() is empty ("" when it is not).
+std::string cuda_unavailable_reason();
+// Multi-line description of the build (version, compiler, backends, CUDA archs, options).
+std::string build_info();
+
+// Owning allocation on a device (host memory for the CPU).
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(std::size_t bytes, Device device);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  void copy_from_host(const void* src, std::size_t bytes, std::size_t offset = 0);
+  void copy_to_host(void* dst, std::size_t bytes, std::size_t offset = 0) const;
+  void fill_bytes(uint8_t value);
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  Device device_{};
+};
+
+// Waits for all work on the device (no-op for the CPU).
+void synchronize(Device device);
+
+}  // namespace gemmkit

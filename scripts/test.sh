@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, and runs every test through CTest.
+# GPU tests run when a GPU is usable and are skipped, with the reason, otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" "$@"

@@ -1,0 +1,301 @@
+// gemmkit::conv and its shape helpers: parameter normalization, validation, backend dispatch.
+#include <sstream>
+
+#include "api/checks.h"
+#include "api/log.h"
+#include "api/validate.h"
+#include "common/problems.h"
+#include "cpu/cpu_backend.h"
+#ifdef GEMMKIT_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace gemmkit {
+
+namespace {
+
+constexpr const char* kOp = "conv";
+// Bound on |padding| and on dilations: far above any real layer, low enough that the output
+// size arithmetic below cannot overflow int64 with sizes below 2^62.
+constexpr int64_t kMaxPadding = int64_t{1} << 40;
+constexpr int64_t kMaxDilation = int64_t{1} << 20;
+
+// Expands a parameter vector to `spatial` entries (empty -> default, one value -> broadcast).
+void expand(const char* op, const char* name, const std::vector<int64_t>& values,
+            int64_t default_value, int spatial, int64_t* out) {
+  if (values.empty()) {
+    for (int d = 0; d < spatial; ++d) out[d] = default_value;
+  } else if (values.size() == 1) {
+    for (int d = 0; d < spatial; ++d) out[d] = values[0];
+  } else if (values.size() == static_cast<std::size_t>(spatial)) {
+    for (int d = 0; d < spatial; ++d) out[d] = values[static_cast<std::size_t>(d)];
+  } else {
+    detail::fail(op, name, detail::format_dims(values) + ": has " +
+                               std::to_string(values.size()) + " entries; give 0, 1 or " +
+                               std::to_string(spatial) + " (one per spatial dim)");
+  }
+}
+
+// Shapes and parameters only (no tensors): fills every geometric field of `p`.
+void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
+                    const std::vector<int64_t>& w_shape, const ConvParams& params,
+                    detail::ConvProblem& p) {
+  using detail::fail;
+  using detail::format_dims;
+  const int rank = static_cast<int>(x_shape.size());
+  if (rank < 3 || rank > 2 + detail::kMaxSpatial) {
+    fail(op, "x", "shape " + format_dims(x_shape) + ": has rank " + std::to_string(rank) +
+                      "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
+  }
+  if (static_cast<int>(w_shape.size()) != rank) {
+    fail(op, "weight", "shape " + format_dims(w_shape) + ": has rank " +
+                           std::to_string(w_shape.size()) + "; must equal x's rank " +
+                           std::to_string(rank) + " ((o, kernel..., c / groups))");
+  }
+  for (int i = 0; i < rank; ++i) {
+    if (x_shape[static_cast<std::size_t>(i)] < 1) {
+      fail(op, "x", "shape " + format_dims(x_shape) + ": dim " + std::to_string(i) +
+                        " has size " + std::to_string(x_shape[static_cast<std::size_t>(i)]) +
+                        "; every size must be >= 1");
+    }
+    if (w_shape[static_cast<std::size_t>(i)] < 1) {
+      fail(op, "weight", "shape " + format_dims(w_shape) + ": dim " + std::to_string(i) +
+                             " has size " + std::to_string(w_shape[static_cast<std::size_t>(i)]) +
+                             "; every size must be >= 1");
+    }
+  }
+  const int spatial = rank - 2;
+  p.spatial = spatial;
+  p.batch = x_shape.front();
+  p.in_channels = x_shape.back();
+  p.out_channels = w_shape.front();
+  p.groups = params.groups;
+  expand(op, "params.stride", params.stride, 1, spatial, p.stride);
+  expand(op, "params.padding_lo", params.padding_lo, 0, spatial, p.padding_lo);
+  expand(op, "params.padding_hi", params.padding_hi, 0, spatial, p.padding_hi);
+  expand(op, "params.kernel_dilation", params.kernel_dilation, 1, spatial, p.kernel_dilation);
+  expand(op, "params.input_dilation", params.input_dilation, 1, spatial, p.input_dilation);
+  p.flip = params.flip;
+
+  if (p.groups < 1) {
+    fail(op, "params.groups", std::to_string(p.groups) + ": must be >= 1");
+  }
+  if (p.in_channels % p.groups != 0) {
+    fail(op, "params.groups", std::to_string(p.groups) + ": must divide the input channels c = " +
+                                  std::to_string(p.in_channels));
+  }
+  if (p.out_channels % p.groups != 0) {
+    fail(op, "params.groups", std::to_string(p.groups) +
+                                  ": must divide the output channels o = " +
+                                  std::to_string(p.out_channels) + " (weight's dim 0)");
+  }
+  p.in_channels_per_group = p.in_channels / p.groups;
+  p.out_channels_per_group = p.out_channels / p.groups;
+  if (w_shape.back() != p.in_channels_per_group) {
+    fail(op, "weight", "shape " + format_dims(w_shape) + ": last dim must be c / groups = " +
+                           std::to_string(p.in_channels) + " / " + std::to_string(p.groups) +
+                           " = " + std::to_string(p.in_channels_per_group));
+  }
+  for (int d = 0; d < spatial; ++d) {
+    const std::string dim = "[" + std::to_string(d) + "] ";
+    const auto check_range = [&](const char* name, int64_t value, int64_t lo, int64_t hi,
+                                 const char* rule) {
+      if (value < lo || value > hi) fail(op, std::string(name) + dim, std::to_string(value) + rule);
+    };
+    check_range("params.stride", p.stride[d], 1, kMaxDilation, ": must be in [1, 2^20]");
+    check_range("params.kernel_dilation", p.kernel_dilation[d], 1, kMaxDilation,
+                ": must be in [1, 2^20]");
+    check_range("params.input_dilation", p.input_dilation[d], 1, kMaxDilation,
+                ": must be in [1, 2^20]");
+    check_range("params.padding_lo", p.padding_lo[d], -kMaxPadding, kMaxPadding,
+                ": must be in [-2^40, 2^40]");
+    check_range("params.padding_hi", p.padding_hi[d], -kMaxPadding, kMaxPadding,
+                ": must be in [-2^40, 2^40]");
+    p.in_size[d] = x_shape[static_cast<std::size_t>(d + 1)];
+    p.kernel_size[d] = w_shape[static_cast<std::size_t>(d + 1)];
+    const auto what = [&] { return std::string("gemmkit::") + op + ": spatial dim " + dim; };
+    const int64_t dilated_in =
+        detail::checked_add(detail::checked_mul(p.in_size[d] - 1, p.input_dilation[d], what), 1,
+                            what);
+    const int64_t padded = detail::checked_add(
+        detail::checked_add(dilated_in, p.padding_lo[d], what), p.padding_hi[d], what);
+    const int64_t kernel_extent =
+        detail::checked_add(detail::checked_mul(p.kernel_size[d] - 1, p.kernel_dilation[d], what),
+                            1, what);
+    if (padded < kernel_extent) {
+      fail(op, "spatial dim " + dim,
+           "has dilated, padded input size " + std::to_string(padded) +
+               " ((in - 1) * input_dilation + 1 + padding_lo + padding_hi with in = " +
+               std::to_string(p.in_size[d]) + ") smaller than the dilated kernel extent " +
+               std::to_string(kernel_extent) + "; the output would be empty");
+    }
+    p.out_size[d] = (padded - kernel_extent) / p.stride[d] + 1;
+  }
+  int64_t positions = p.batch;
+  for (int d = 0; d < spatial; ++d) {
+    positions = detail::checked_mul(positions, p.out_size[d], [&] {
+      return std::string("gemmkit::") + op + ": output element count";
+    });
+  }
+  detail::checked_mul(positions, p.out_channels,
+                      [&] { return std::string("gemmkit::") + op + ": output element count"; });
+}
+
+std::vector<int64_t> output_shape_of(const detail::ConvProblem& p) {
+  std::vector<int64_t> shape{p.batch};
+  for (int d = 0; d < p.spatial; ++d) shape.push_back(p.out_size[d]);
+  shape.push_back(p.out_channels);
+  return shape;
+}
+
+std::string describe(const detail::ConvProblem& p) {
+  std::ostringstream s;
+  const auto dims = [&](const int64_t* v) {
+    std::string r;
+    for (int d = 0; d < p.spatial; ++d) r += (d ? "x" : "") + std::to_string(v[d]);
+    return r;
+  };
+  s << "n=" << p.batch << " in=" << dims(p.in_size) << " c=" << p.in_channels
+    << " o=" << p.out_channels << " kernel=" << dims(p.kernel_size)
+    << " stride=" << dims(p.stride) << " pad=" << dims(p.padding_lo) << "/" << dims(p.padding_hi)
+    << " kdil=" << dims(p.kernel_dilation) << " idil=" << dims(p.input_dilation)
+    << " groups=" << p.groups << (p.flip ? " flip" : "") << " " << dtype_name(p.x.dtype)
+    << (p.has_bias ? " bias" : "") << " on " << p.x.device.str();
+  return s.str();
+}
+
+detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
+                                  const std::optional<Tensor>& bias, const Tensor& out,
+                                  const ConvParams& params) {
+  using detail::fail;
+  if (x.rank < 3 || x.rank > 2 + detail::kMaxSpatial) {
+    fail(kOp, "x", x.str() + ": has rank " + std::to_string(x.rank) +
+                       "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
+  }
+  detail::check_tensor(kOp, "x", x, x.rank);
+  detail::check_tensor(kOp, "weight", weight, x.rank);
+  detail::check_tensor(kOp, "out", out, x.rank);
+  if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
+  detail::check_same_device(kOp, "weight", weight, "x", x);
+  detail::check_same_device(kOp, "out", out, "x", x);
+  if (bias) detail::check_same_device(kOp, "bias", *bias, "x", x);
+  if (weight.dtype != x.dtype) {
+    fail(kOp, "weight", std::string("dtype ") + dtype_name(weight.dtype) +
+                            ": must equal x's dtype " + dtype_name(x.dtype));
+  }
+  if (bias && bias->dtype != x.dtype) {
+    fail(kOp, "bias", std::string("dtype ") + dtype_name(bias->dtype) +
+                          ": must equal x's dtype " + dtype_name(x.dtype));
+  }
+  if (out.dtype != x.dtype && out.dtype != DType::f32) {
+    fail(kOp, "out", std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
+                         dtype_name(x.dtype) + " or f32");
+  }
+
+  detail::ConvProblem p;
+  build_geometry(kOp, x.sizes(), weight.sizes(), params, p);
+  if (bias && bias->shape[0] != p.out_channels) {
+    fail(kOp, "bias", bias->str() + ": must have shape [" + std::to_string(p.out_channels) +
+                          "] (o, weight's dim 0)");
+  }
+  const std::vector<int64_t> expected = output_shape_of(p);
+  if (out.sizes() != expected) {
+    fail(kOp, "out", out.str() + ": must have shape " + detail::format_dims(expected) +
+                         " (n, out_spatial..., o)");
+  }
+  detail::check_non_overlapping(kOp, "out", out);
+  detail::check_disjoint(kOp, "out", out, "x", x);
+  detail::check_disjoint(kOp, "out", out, "weight", weight);
+  if (bias) detail::check_disjoint(kOp, "out", out, "bias", *bias);
+  p.x = x;
+  p.weight = weight;
+  p.has_bias = bias.has_value();
+  if (bias) p.bias = *bias;
+  p.out = out;
+  return p;
+}
+
+}  // namespace
+
+std::vector<int64_t> conv_output_shape(const std::vector<int64_t>& x_shape,
+                                       const std::vector<int64_t>& weight_shape,
+                                       const ConvParams& params) {
+  detail::ConvProblem p;
+  build_geometry("conv_output_shape", x_shape, weight_shape, params, p);
+  return output_shape_of(p);
+}
+
+ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
+                                 const std::vector<int64_t>& stride,
+                                 const std::vector<int64_t>& padding,
+                                 const std::vector<int64_t>& output_padding,
+                                 const std::vector<int64_t>& dilation, int64_t groups) {
+  constexpr const char* op = "conv_transpose_params";
+  const int spatial = static_cast<int>(kernel_size.size());
+  if (spatial < 1 || spatial > detail::kMaxSpatial) {
+    detail::fail(op, "kernel_size", detail::format_dims(kernel_size) + ": must have 1, 2 or 3 entries");
+  }
+  int64_t s[detail::kMaxSpatial], pad[detail::kMaxSpatial], out_pad[detail::kMaxSpatial],
+      dil[detail::kMaxSpatial];
+  expand(op, "stride", stride, 1, spatial, s);
+  expand(op, "padding", padding, 0, spatial, pad);
+  expand(op, "output_padding", output_padding, 0, spatial, out_pad);
+  expand(op, "dilation", dilation, 1, spatial, dil);
+  if (groups < 1) detail::fail(op, "groups", std::to_string(groups) + ": must be >= 1");
+  ConvParams params;
+  params.groups = groups;
+  params.flip = true;
+  params.stride.assign(static_cast<std::size_t>(spatial), 1);
+  for (int d = 0; d < spatial; ++d) {
+    const std::string dim = "[" + std::to_string(d) + "] ";
+    const int64_t k = kernel_size[static_cast<std::size_t>(d)];
+    if (k < 1) detail::fail(op, "kernel_size" + dim, std::to_string(k) + ": must be >= 1");
+    if (s[d] < 1 || s[d] > kMaxDilation) {
+      detail::fail(op, "stride" + dim, std::to_string(s[d]) + ": must be in [1, 2^20]");
+    }
+    if (dil[d] < 1 || dil[d] > kMaxDilation) {
+      detail::fail(op, "dilation" + dim, std::to_string(dil[d]) + ": must be in [1, 2^20]");
+    }
+    if (pad[d] < 0 || pad[d] > kMaxPadding) {
+      detail::fail(op, "padding" + dim, std::to_string(pad[d]) + ": must be in [0, 2^40]");
+    }
+    if (out_pad[d] < 0 || (out_pad[d] >= s[d] && out_pad[d] >= dil[d])) {
+      detail::fail(op, "output_padding" + dim,
+                   std::to_string(out_pad[d]) + ": must be >= 0 and smaller than stride (" +
+                       std::to_string(s[d]) + ") or dilation (" + std::to_string(dil[d]) + ")");
+    }
+    const int64_t lo = dil[d] * (k - 1) - pad[d];
+    params.padding_lo.push_back(lo);
+    params.padding_hi.push_back(lo + out_pad[d]);
+    params.input_dilation.push_back(s[d]);
+    params.kernel_dilation.push_back(dil[d]);
+  }
+  return params;
+}
+
+void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+          const Tensor& out, const ConvParams& params, const ConvOptions& options,
+          Stream stream) {
+  const detail::ConvProblem problem = validate_conv(x, weight, bias, out, params);
+  CallInfo local;
+  CallInfo& info = options.info ? *options.info : local;
+  if (x.device.is_cpu()) {
+    const std::string& algo = options.algo;
+    if (!algo.empty() && algo != "auto" && algo != "reference") {
+      detail::fail(kOp, "options.algo",
+                   "'" + algo + "': the CPU backend has only 'auto' and 'reference'");
+    }
+    cpu::conv(problem, info);
+  } else {
+#ifdef GEMMKIT_WITH_CUDA
+    cuda::conv(problem, options, stream, info);
+#else
+    (void)stream;
+    detail::fail(kOp, "x", "is on " + x.device.str() +
+                               " but this build of gemmkit has no CUDA backend");
+#endif
+  }
+  if (detail::log_enabled()) detail::log_call(kOp, describe(problem), info);
+}
+
+}  // namespace gemmkit

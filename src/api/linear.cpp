@@ -1,0 +1,104 @@
+// gemmkit::linear: validation, then the backend of the tensors' device.
+#include <sstream>
+
+#include "api/log.h"
+#include "api/validate.h"
+#include "common/problems.h"
+#include "cpu/cpu_backend.h"
+#ifdef GEMMKIT_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace gemmkit {
+
+namespace {
+
+constexpr const char* kOp = "linear";
+
+detail::LinearProblem validate_linear(const Tensor& x, const Tensor& w,
+                                      const std::optional<Tensor>& bias, const Tensor& out) {
+  using detail::fail;
+  detail::check_tensor(kOp, "x", x, 2);
+  detail::check_tensor(kOp, "w", w, 2);
+  detail::check_tensor(kOp, "out", out, 2);
+  if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
+
+  detail::check_same_device(kOp, "w", w, "x", x);
+  detail::check_same_device(kOp, "out", out, "x", x);
+  if (bias) detail::check_same_device(kOp, "bias", *bias, "x", x);
+
+  if (w.dtype != x.dtype) {
+    fail(kOp, "w", std::string("dtype ") + dtype_name(w.dtype) + ": must equal x's dtype " +
+                       dtype_name(x.dtype));
+  }
+  if (bias && bias->dtype != x.dtype) {
+    fail(kOp, "bias", std::string("dtype ") + dtype_name(bias->dtype) +
+                          ": must equal x's dtype " + dtype_name(x.dtype));
+  }
+  if (out.dtype != x.dtype && out.dtype != DType::f32) {
+    fail(kOp, "out", std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
+                         dtype_name(x.dtype) + " or f32");
+  }
+  if (w.shape[1] != x.shape[1]) {
+    fail(kOp, "w", w.str() + ": w[m, k] must have k = " + std::to_string(x.shape[1]) +
+                       " (x's dim 1)");
+  }
+  if (bias && bias->shape[0] != w.shape[0]) {
+    fail(kOp, "bias", bias->str() + ": must have shape [" + std::to_string(w.shape[0]) +
+                          "] (m, w's dim 0)");
+  }
+  if (out.shape[0] != x.shape[0] || out.shape[1] != w.shape[0]) {
+    fail(kOp, "out", out.str() + ": must have shape [" + std::to_string(x.shape[0]) + ", " +
+                         std::to_string(w.shape[0]) + "] ([n, m])");
+  }
+  detail::check_non_overlapping(kOp, "out", out);
+  detail::check_disjoint(kOp, "out", out, "x", x);
+  detail::check_disjoint(kOp, "out", out, "w", w);
+  if (bias) detail::check_disjoint(kOp, "out", out, "bias", *bias);
+
+  detail::LinearProblem p;
+  p.n = x.shape[0];
+  p.m = w.shape[0];
+  p.k = x.shape[1];
+  p.x = x;
+  p.w = w;
+  p.has_bias = bias.has_value();
+  if (bias) p.bias = *bias;
+  p.out = out;
+  return p;
+}
+
+std::string describe(const detail::LinearProblem& p) {
+  std::ostringstream s;
+  s << "n=" << p.n << " m=" << p.m << " k=" << p.k << " " << dtype_name(p.x.dtype) << "->"
+    << dtype_name(p.out.dtype) << (p.has_bias ? " bias" : "") << " on " << p.x.device.str();
+  return s.str();
+}
+
+}  // namespace
+
+void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const Tensor& out,
+            const LinearOptions& options, Stream stream) {
+  const detail::LinearProblem problem = validate_linear(x, w, bias, out);
+  CallInfo local;
+  CallInfo& info = options.info ? *options.info : local;
+  if (x.device.is_cpu()) {
+    const std::string& kernel = options.kernel;
+    if (!kernel.empty() && kernel != "auto" && kernel != "reference") {
+      detail::fail(kOp, "options.kernel", "'" + kernel +
+                                              "': the CPU backend has only 'auto' and 'reference'");
+    }
+    cpu::linear(problem, info);
+  } else {
+#ifdef GEMMKIT_WITH_CUDA
+    cuda::linear(problem, options, stream, info);
+#else
+    (void)stream;
+    detail::fail(kOp, "x", "is on " + x.device.str() +
+                               " but this build of gemmkit has no CUDA backend");
+#endif
+  }
+  if (detail::log_enabled()) detail::log_call(kOp, describe(problem), info);
+}
+
+}  // namespace gemmkit

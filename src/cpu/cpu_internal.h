@@ -1,0 +1,77 @@
+// Internals of the CPU backend shared by its sources, plus a few hooks for tests and tools.
+// No CUDA here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace gemmkit::cpu {
+
+// ---- Thread pool ---------------------------------------------------------------------------
+// One process-wide pool of std::threads, created on first use with GEMMKIT_NUM_THREADS threads
+// when that is set to an integer >= 1, else std::thread::hardware_concurrency() (at least 1).
+// The calling thread takes part, so a pool of N runs N - 1 helper threads.
+
+// Threads the pool runs with now.
+int num_threads();
+// Replaces the pool with one of `threads` threads; threads < 1 restores the default (environment
+// or hardware). For tests and benchmarks; results never depend on it.
+void set_num_threads(int threads);
+
+// Runs body(task) once for every task in [0, tasks), spread over the pool (dynamic scheduling),
+// and returns when all have finished. Runs serially on the calling thread when `parallel` is
+// false, when tasks < 2, when the pool has one thread, or when another call is already using the
+// pool. The first exception thrown by a task is rethrown here (remaining tasks are skipped).
+void parallel_for(int64_t tasks, const std::function<void(int64_t)>& body, bool parallel = true);
+
+// Per-thread scratch buffer number `slot` (0..3) of at least `count` floats; reused across calls
+// (grown, never shrunk). Valid until the next call with the same slot on the same thread.
+float* thread_scratch(int slot, int64_t count);
+
+// ---- Dot-product kernels -------------------------------------------------------------------
+// out[r * ldo + c] = S(a + r * lda, b + c * ldb) for r < rows, c < cols, where S sums the
+// products a[i] * b[i], i < kpad (kpad a multiple of 8), as 8 lane partial sums (lane t: the
+// i = t mod 8, ascending, each lane starting at +0.0f, multiply then add) combined as
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). Every variant gives identical bits.
+// k is walked in blocks of `kblock` (a multiple of 8; kblock >= kpad: one pass); between blocks
+// each element's 8 lanes wait in `lanes`, a caller buffer of rows * cols * 8 floats (may be
+// nullptr for one pass). Blocking k changes no operation and no order, only cache behaviour.
+using GemmBlockFn = void (*)(const float* a, int64_t lda, int64_t rows, const float* b, int64_t ldb,
+                             int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo,
+                             float* lanes);
+
+// Equal k blocks of at most max_block (multiples of 8), or kpad when kpad <= max_block.
+inline int64_t balanced_k_block(int64_t kpad, int64_t max_block) {
+  if (kpad <= max_block) return kpad;
+  const int64_t blocks = (kpad + max_block - 1) / max_block;
+  return ((kpad + blocks - 1) / blocks + 7) / 8 * 8;
+}
+inline int64_t gemm_block_lanes(int64_t rows, int64_t cols, int64_t kpad, int64_t kblock) {
+  return kblock >= kpad ? 0 : rows * cols * 8;
+}
+
+struct DotKernels {
+  const char* name;  // "avx2", "generic"
+  GemmBlockFn gemm_block;
+};
+
+// The kernels in use: the best the CPU supports unless set_generic_kernels(true) was called.
+const DotKernels& dot_kernels();
+// Forces the portable kernels (true) or restores automatic selection (false). For tests.
+void set_generic_kernels(bool generic);
+
+namespace generic {
+void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64_t ldb,
+                int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo, float* lanes);
+}
+namespace avx2 {
+bool available();  // compiled in and supported by this CPU
+void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64_t ldb,
+                int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo, float* lanes);
+}  // namespace avx2
+
+inline int64_t round_up8(int64_t v) {
+  return (v + 7) / 8 * 8;
+}
+
+}  // namespace gemmkit::cpu

@@ -1,0 +1,79 @@
+#include "cuda/common/tensor_map.h"
+
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <mutex>
+#include <string>
+
+#include "cuda/common/cuda_check.h"
+
+namespace gemmkit::cuda {
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
+  static PFN_cuTensorMapEncodeTiled_v12000 function = [] {
+    void* pointer = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    GEMMKIT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &pointer, 12000,
+                                                        cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || pointer == nullptr) {
+      throw Error("the CUDA driver does not provide cuTensorMapEncodeTiled (status " +
+                  std::to_string(static_cast<int>(status)) + ")");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(pointer);
+  }();
+  return function;
+}
+
+struct CachedMap {
+  const void* base = nullptr;
+  int64_t rows = 0, cols = 0, row_stride = 0;
+  int box_rows = 0, box_cols = 0;
+  CUtensorMap map{};
+};
+
+constexpr int kCacheEntries = 8;
+
+}  // namespace
+
+const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t cols,
+                                       int64_t row_stride, int box_rows, int box_cols) {
+  // Most calls repeat a weight or activation buffer; a small per-thread cache skips encoding.
+  thread_local std::array<CachedMap, kCacheEntries> cache;
+  thread_local int next_slot = 0;
+  for (const CachedMap& entry : cache) {
+    if (entry.base == base && entry.rows == rows && entry.cols == cols &&
+        entry.row_stride == row_stride && entry.box_rows == box_rows &&
+        entry.box_cols == box_cols) {
+      return entry.map;
+    }
+  }
+  CachedMap& slot = cache[static_cast<std::size_t>(next_slot)];
+  next_slot = (next_slot + 1) % kCacheEntries;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result = encode_function()(
+      &slot.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    slot.base = nullptr;
+    throw Error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result) +
+                " for a (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                ") matrix with row stride " + std::to_string(row_stride));
+  }
+  slot.base = base;
+  slot.rows = rows;
+  slot.cols = cols;
+  slot.row_stride = row_stride;
+  slot.box_rows = box_rows;
+  slot.box_cols = box_cols;
+  return slot.map;
+}
+
+}  // namespace gemmkit::cuda

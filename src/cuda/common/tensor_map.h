@@ -1,0 +1,17 @@
+// TMA tensor maps, encoded through the driver entry point that cudaGetDriverEntryPointByVersion
+// returns (gemmkit never links libcuda). Host code.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace gemmkit::cuda {
+
+// A row-major 2-D bf16/f16 matrix (rows, cols) with a row stride in elements, loaded in boxes
+// of (box_rows, box_cols) with the 128-byte swizzle (box_cols * 2 must be 128) and zero fill.
+// Encoded maps are cached per thread by (pointer, shape, stride, box).
+const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t cols,
+                                       int64_t row_stride, int box_rows, int box_cols);
+
+}  // namespace gemmkit::cuda
