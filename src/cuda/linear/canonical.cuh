@@ -1,0 +1,82 @@
+// The canonical reduction of the tiny-GEMM family (docs/linear.md), as device building blocks.
+//
+// out[i, j] = fold_groups(fold_slices(chain_mma(slice))) + bias[j], rounded once:
+//   - k is cut into slices of kSliceK = 128 from k = 0; a slice's partial is a chain of
+//     mma.sync.m16n8k16 (fp32 accumulate) over its ceil(len / 16) k16 blocks in ascending order,
+//     starting from zero; elements past k are zeros;
+//   - slices form groups of kGroupSlices = 4; a group's sum is the left fold of its slices'
+//     partials (p0 + p1) + p2 ...;
+//   - the total is the left fold of the group sums in ascending order; bias is added last.
+// Every variant (reference, any ring depth, tile shape, cluster split, PDL) evaluates exactly
+// this expression with the same MMA operand layout (weights as the m16 A operand, batch rows as
+// the n8 B operand), so all return the same bits, and row i never depends on other rows.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/linear/linear_contract.h"
+
+namespace gemmkit::cuda::linear_family {
+
+template <typename T>
+struct MmaTraits;
+
+template <>
+struct MmaTraits<__nv_bfloat16> {
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ __forceinline__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+};
+
+template <>
+struct MmaTraits<__half> {
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ __forceinline__ static float to_float(__half v) { return __half2float(v); }
+};
+
+// Two 16-bit values packed low-first, as the MMA operand registers hold them.
+__device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+// Number of k16 blocks in slice `slice` of a reduction of length k.
+__device__ __host__ __forceinline__ int slice_blocks(int64_t k, int64_t slice) {
+  const int64_t remaining = k - slice * kSliceK;
+  const int64_t len = remaining < kSliceK ? remaining : kSliceK;
+  return static_cast<int>((len + 15) / 16);
+}
+
+template <typename Out>
+__device__ __forceinline__ void store_output(Out* out, int64_t index, float value);
+
+template <>
+__device__ __forceinline__ void store_output<float>(float* out, int64_t index, float value) {
+  out[index] = value;
+}
+template <>
+__device__ __forceinline__ void store_output<__nv_bfloat16>(__nv_bfloat16* out, int64_t index,
+                                                            float value) {
+  out[index] = __float2bfloat16_rn(value);
+}
+template <>
+__device__ __forceinline__ void store_output<__half>(__half* out, int64_t index, float value) {
+  out[index] = __float2half_rn(value);
+}
+
+}  // namespace gemmkit::cuda::linear_family

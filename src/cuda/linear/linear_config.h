@@ -1,0 +1,205 @@
+// Dispatch of the CUDA linear family: a pure function of the problem and the device, with no
+// CUDA header, unit-tested on CPU-only machines (tests/test_linear_dispatch.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "cuda/linear/linear_contract.h"
+#include "gemmkit/gemmkit.h"
+
+namespace gemmkit::cuda::linear_family {
+
+struct LinearDevice {
+  int sm_major = 9, sm_minor = 0;
+  int multiprocessors = 132;
+  int64_t shared_optin = 232448;  // bytes per block after opt-in
+  bool cluster_launch = true;
+  int64_t max_grid_x = 2147483647;
+  int max_cluster = 16;  // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
+};
+
+struct LinearShape {
+  int64_t n = 1, m = 1, k = 1;
+  DType in = DType::bf16;
+  DType out = DType::bf16;
+  bool has_bias = false;
+  bool tma_compatible = false;  // k % 8 == 0, unit k stride, 16-byte aligned bases and row strides
+};
+
+enum class LinearPath { reference, tma_ring, simt_f32, cublaslt };
+
+struct LinearConfig {
+  LinearPath path = LinearPath::reference;
+  std::string name;    // kernel name, e.g. "ring16.t1x1.c4"
+  std::string reason;  // why it was chosen
+  bool pdl = false;
+  // tma_ring
+  int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0;
+  // every kernel path
+  int threads = 0;
+  int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
+
+  std::string to_string() const {
+    std::ostringstream s;
+    s << name << " grid=" << grid_x << " threads=" << threads << " smem=" << shared_bytes
+      << (pdl ? " pdl" : "") << " (" << reason << ")";
+    return s.str();
+  }
+};
+
+// Largest batch the tensor-core family serves (its batch-invariance contract holds for n up to
+// here); larger batches go to cuBLASLt. Crossovers measured on the H200: docs/perf.md.
+constexpr int64_t kFamilyMaxN = 64;
+constexpr int kReferenceThreads = 128;
+
+// Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
+// (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 64 where the weight is
+// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024.
+inline int64_t family_max_n(int64_t m, int64_t k) {
+  if (m <= 128 && k <= 2880) return kFamilyMaxN;
+  if (m < 1024) return 16;
+  return 8;
+}
+constexpr int kRingThreadsHost = 160;
+constexpr int kRingMaxCluster = 16;  // above 8 needs the non-portable cluster opt-in
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Shared memory of the ring kernel (must match ring_shared_bytes in tma_ring_kernel.cuh).
+inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int groups_per_rank) {
+  const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
+  const int64_t group_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
+  return 1024 + stages * stage_bytes + groups_per_rank * group_sum_bytes + 2 * stages * 8;
+}
+
+inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
+                                     std::string reason) {
+  LinearConfig c;
+  c.path = LinearPath::reference;
+  c.name = "reference";
+  c.reason = std::move(reason);
+  c.threads = kReferenceThreads;
+  c.m_tiles = ceil_div(s.m, 16);
+  c.tiles = c.m_tiles * ceil_div(s.n, 8);  // < 2^63: m, n < 2^62 after validation
+  // One warp per tile, grid-stride beyond a few waves: the grid never exceeds its limits.
+  const int64_t warps = c.threads / 32;
+  c.grid_x = std::max<int64_t>(1, std::min(ceil_div(c.tiles, warps),
+                                           std::min<int64_t>(d.max_grid_x, d.multiprocessors * 64)));
+  return c;
+}
+
+inline LinearConfig simt_config(const LinearShape& s, const LinearDevice& d, std::string reason) {
+  LinearConfig c;
+  c.path = LinearPath::simt_f32;
+  c.name = "simt_f32";
+  c.reason = std::move(reason);
+  c.threads = 256;
+  c.tiles = s.n * s.m;
+  c.grid_x = std::max<int64_t>(1, std::min(ceil_div(c.tiles, c.threads),
+                                           std::min<int64_t>(d.max_grid_x, d.multiprocessors * 32)));
+  return c;
+}
+
+inline LinearConfig cublaslt_config(std::string reason) {
+  LinearConfig c;
+  c.path = LinearPath::cublaslt;
+  c.name = "cublaslt";
+  c.reason = std::move(reason);
+  return c;
+}
+
+// Ring variant with `stages` (0 = choose), or a config with an empty name when it cannot serve.
+inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages,
+                                bool pdl) {
+  LinearConfig c;
+  c.path = LinearPath::tma_ring;
+  c.pdl = pdl;
+  c.threads = kRingThreadsHost;
+  c.nt = s.n <= 8 ? 1 : s.n <= 16 ? 2 : 4;
+  c.mt = (c.nt == 4 && s.m >= 1024) ? 2 : 1;
+  c.m_tiles = ceil_div(s.m, 16 * c.mt);
+  c.tiles = c.m_tiles * ceil_div(s.n, 8 * c.nt);
+  const int64_t groups = ceil_div(s.k, kGroupK);
+  // Split k over a cluster until the grid covers the multiprocessors once (twice measured
+  // slower: 1 x 256 x 7168 took 12.1 us at cluster 14 against 8.6 us at cluster 7).
+  int64_t cluster = 1;
+  if (d.cluster_launch) {
+    cluster = std::max<int64_t>(
+        1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
+                               d.multiprocessors / c.tiles}));
+  }
+  c.groups_per_rank = static_cast<int>(ceil_div(groups, cluster));
+  c.cluster = static_cast<int>(ceil_div(groups, c.groups_per_rank));  // no rank left empty
+  const int64_t local_slices = std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices,
+                                                 ceil_div(s.k, kSliceK));
+  if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
+  for (; stages >= 4; stages /= 2) {
+    if (ring_shared_bytes_host(stages, c.mt, c.nt, c.groups_per_rank) <= d.shared_optin) break;
+  }
+  if (stages < 4) return LinearConfig{};
+  c.stages = stages;
+  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, c.groups_per_rank);
+  c.grid_x = c.tiles * c.cluster;
+  if (c.grid_x > d.max_grid_x) return LinearConfig{};
+  c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
+           std::to_string(c.nt) + ".c" + std::to_string(c.cluster);
+  return c;
+}
+
+// forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16", "simt_f32",
+// "cublaslt" to force (Error when the forced kernel cannot serve the problem).
+inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevice& d,
+                                         const std::string& forced, bool pdl) {
+  const bool hopper = d.sm_major == 9 && d.sm_minor == 0;
+  const auto reject = [&](const std::string& why) -> LinearConfig {
+    throw Error("gemmkit::linear: options.kernel (or GEMMKIT_LINEAR_KERNEL) '" + forced +
+                "': " + why);
+  };
+  if (forced.empty() || forced == "auto") {
+    if (!hopper) return cublaslt_config("portable path: the tensor-core family is built for sm_90");
+    if (s.in == DType::f32) return simt_config(s, d, "f32 operands: the fp32 CUDA-core kernel");
+    const int64_t max_n = family_max_n(s.m, s.k);
+    if (s.n > max_n) {
+      return cublaslt_config("n = " + std::to_string(s.n) + " > " + std::to_string(max_n) +
+                             " (the family's largest n for this m, k): cuBLASLt (outside the "
+                             "batch-invariance contract)");
+    }
+    if (s.in == DType::f16) return reference_config(s, d, "f16 operands: the family's reference kernel");
+    if (!s.tma_compatible) {
+      return reference_config(s, d, "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
+    }
+    LinearConfig c = ring_config(s, d, 0, pdl);
+    if (c.name.empty()) return reference_config(s, d, "no ring configuration fits");
+    c.reason = "n <= " + std::to_string(max_n) + ", TMA-loadable: ring sized to " +
+               std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster);
+    return c;
+  }
+  if (forced == "cublaslt") return cublaslt_config("forced");
+  if (forced == "simt_f32") {
+    if (s.in != DType::f32) reject("simt_f32 serves f32 operands only");
+    return simt_config(s, d, "forced");
+  }
+  if (forced == "reference") {
+    if (s.in == DType::f32) return simt_config(s, d, "forced reference (f32 operands)");
+    if (!hopper) reject("the reference kernel is built for sm_90 only");
+    return reference_config(s, d, "forced");
+  }
+  if (forced == "ring4" || forced == "ring8" || forced == "ring16") {
+    if (!hopper) reject("ring kernels are built for sm_90 only");
+    if (s.in != DType::bf16) reject("ring kernels take bf16 operands only");
+    if (!s.tma_compatible) reject("x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are required)");
+    LinearConfig c = ring_config(s, d, std::stoi(forced.substr(4)), pdl);
+    if (c.name.empty() || c.stages != std::stoi(forced.substr(4))) {
+      reject("does not fit this device's shared memory or grid for this shape");
+    }
+    c.reason = "forced";
+    return c;
+  }
+  reject("unknown kernel; use auto, reference, ring4, ring8, ring16, simt_f32 or cublaslt");
+  return LinearConfig{};
+}
+
+}  // namespace gemmkit::cuda::linear_family

@@ -1,0 +1,369 @@
+// Launchers of the CUDA linear family and the backend entry point gemmkit::cuda::linear.
+// Host code only: choices come from select_linear_config (linear_config.h).
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_context.h"
+#include "cuda/common/tensor_map.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/linear/linear_config.h"
+#include "cuda/linear/reference_kernel.cuh"
+#include "cuda/linear/simt_f32_kernel.cuh"
+#include "cuda/linear/tma_ring_kernel.cuh"
+
+namespace gemmkit::cuda {
+
+namespace linear_family {
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+const std::string& env_kernel() {
+  static const std::string value = [] {
+    const char* v = std::getenv("GEMMKIT_LINEAR_KERNEL");
+    return std::string(v ? v : "");
+  }();
+  return value;
+}
+
+bool env_pdl() {
+  static const bool value = [] {
+    const char* v = std::getenv("GEMMKIT_LINEAR_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return value;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+bool tma_loadable(const Tensor& t) {
+  return t.strides[1] == 1 && aligned16(t.data) && (t.strides[0] * 2) % 16 == 0;
+}
+
+// ---- reference and f32 kernels -----------------------------------------------------------------
+
+template <typename T, typename Out>
+void launch_reference(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t stream) {
+  const StridedMatrix<T> x{static_cast<const T*>(p.x.data), p.n, p.k, p.x.strides[0], p.x.strides[1]};
+  const StridedMatrix<T> w{static_cast<const T*>(p.w.data), p.m, p.k, p.w.strides[0], p.w.strides[1]};
+  const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  linear_reference_kernel<T, Out><<<static_cast<unsigned>(c.grid_x), c.threads, 0, stream>>>(
+      x, w, bias, p.has_bias ? p.bias.strides[0] : 0, static_cast<Out*>(p.out.data),
+      p.out.strides[0], p.out.strides[1], c.m_tiles, c.tiles);
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_simt(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t stream) {
+  linear_simt_f32_kernel<float><<<static_cast<unsigned>(c.grid_x), c.threads, 0, stream>>>(
+      static_cast<const float*>(p.x.data), p.x.strides[0], p.x.strides[1],
+      static_cast<const float*>(p.w.data), p.w.strides[0], p.w.strides[1],
+      p.has_bias ? static_cast<const float*>(p.bias.data) : nullptr,
+      p.has_bias ? p.bias.strides[0] : 0, static_cast<float*>(p.out.data), p.out.strides[0],
+      p.out.strides[1], p.n, p.m, p.k);
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+// ---- TMA ring ----------------------------------------------------------------------------------
+
+// Returns false, launching nothing, when the device cannot co-schedule a cluster of c.cluster
+// CTAs (clusters above 8 are non-portable); the caller then plans again with at most 8.
+template <typename Out, int kStages, int kMT, int kNT>
+bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
+                          cudaStream_t stream, int device) {
+  auto kernel = linear_tma_ring_kernel<Out, kStages, kMT, kNT>;
+  // Raise the dynamic shared-memory limit once per (kernel, device), to the largest size seen.
+  static std::array<std::atomic<int64_t>, kMaxDevices> configured{};
+  auto& limit = configured[static_cast<std::size_t>(device)];
+  if (limit.load(std::memory_order_acquire) < c.shared_bytes) {
+    GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(c.shared_bytes)));
+    GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    limit.store(c.shared_bytes, std::memory_order_release);
+  }
+  const CUtensorMap w_map = tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], 16 * kMT,
+                                                kRingHalfK);
+  const CUtensorMap x_map = tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT,
+                                                kRingHalfK);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
+  config.blockDim = dim3(kRingThreads);
+  config.dynamicSmemBytes = static_cast<std::size_t>(c.shared_bytes);
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (c.cluster > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = static_cast<unsigned>(c.cluster);
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (c.pdl) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
+  if (c.cluster > 8) {
+    // Cached per (kernel, device, cluster size): whether such clusters fit at all.
+    static std::array<std::array<std::atomic<int>, 17>, kMaxDevices> fits{};
+    std::atomic<int>& known = fits[static_cast<std::size_t>(device)][static_cast<std::size_t>(c.cluster)];
+    if (known.load(std::memory_order_acquire) == 0) {
+      int clusters = 0;
+      GEMMKIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+      known.store(clusters > 0 ? 1 : 2, std::memory_order_release);
+    }
+    if (known.load(std::memory_order_acquire) == 2) return false;
+  }
+  const __nv_bfloat16* bias = p.has_bias ? static_cast<const __nv_bfloat16*>(p.bias.data) : nullptr;
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
+                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
+                                        static_cast<Out*>(p.out.data), p.out.strides[0],
+                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles,
+                                        c.groups_per_rank));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+template <typename Out, int kStages>
+bool launch_ring_stages(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                        int device) {
+  if (c.mt == 1 && c.nt == 1) return launch_ring_instance<Out, kStages, 1, 1>(p, c, s, device);
+  if (c.mt == 1 && c.nt == 2) return launch_ring_instance<Out, kStages, 1, 2>(p, c, s, device);
+  if (c.mt == 1 && c.nt == 4) return launch_ring_instance<Out, kStages, 1, 4>(p, c, s, device);
+  if (c.mt == 2 && c.nt == 4) return launch_ring_instance<Out, kStages, 2, 4>(p, c, s, device);
+  throw Error("gemmkit::linear: internal: no ring instance for tile " + std::to_string(c.mt) +
+              "x" + std::to_string(c.nt));
+}
+
+template <typename Out>
+bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s, int device) {
+  switch (c.stages) {
+    case 4: return launch_ring_stages<Out, 4>(p, c, s, device);
+    case 8: return launch_ring_stages<Out, 8>(p, c, s, device);
+    case 16: return launch_ring_stages<Out, 16>(p, c, s, device);
+    default:
+      throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(c.stages) +
+                  " stages");
+  }
+}
+
+// ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
+
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+struct CublasState {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw Error(std::string("cuBLASLt error ") + std::to_string(static_cast<int>(status)) +
+                " in " + call);
+  }
+}
+
+CublasState& cublas_state(int device) {
+  static std::array<std::unique_ptr<CublasState>, kMaxDevices> states;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = states[static_cast<std::size_t>(device)];
+  if (!slot) {
+    auto state = std::make_unique<CublasState>();
+    check_cublas(cublasLtCreate(&state->handle), "cublasLtCreate");
+    GEMMKIT_CUDA_CHECK(cudaMalloc(&state->workspace, kCublasWorkspaceBytes));
+    slot = std::move(state);
+  }
+  return *slot;
+}
+
+__global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, float* out, int64_t m) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < m;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __bfloat162float(bias[i * stride]);
+  }
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    case DType::f32: return CUDA_R_32F;
+  }
+  return CUDA_R_32F;
+}
+
+// True when cuBLASLt can take this layout (unit stride along k and m, bias contiguous).
+bool cublas_layout_ok(const detail::LinearProblem& p) {
+  return p.x.strides[1] == 1 && p.w.strides[1] == 1 && p.out.strides[1] == 1 &&
+         (!p.has_bias || p.bias.strides[0] == 1) && p.x.strides[0] >= p.k &&
+         p.w.strides[0] >= p.k && p.out.strides[0] >= p.m;
+}
+
+// Row-major out[n, m] = x[n, k] w[m, k]^T is column-major D(m, n) = W^T(m, k) X(k, n), with w and
+// x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
+bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int device) {
+  CublasState& state = cublas_state(device);
+  const cudaDataType_t in_type = cuda_type(p.x.dtype);
+  const cudaDataType_t out_type = cuda_type(p.out.dtype);
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  struct Cleanup {
+    cublasLtMatmulDesc_t& op;
+    cublasLtMatrixLayout_t &a, &b, &d;
+    cublasLtMatmulPreference_t& preference;
+    ~Cleanup() {
+      if (preference) cublasLtMatmulPreferenceDestroy(preference);
+      if (d) cublasLtMatrixLayoutDestroy(d);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (op) cublasLtMatmulDescDestroy(op);
+    }
+  } cleanup{op, a, b, d, preference};
+  check_cublas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                              sizeof(transpose)), "TRANSA");
+  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)),
+               "TRANSB");
+  const void* bias = nullptr;
+  if (p.has_bias) {
+    bias = p.bias.data;
+    if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
+      // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
+      float* widened = reinterpret_cast<float*>(static_cast<char*>(state.workspace) +
+                                                kCublasWorkspaceBytes / 2);
+      if (p.m * 4 > static_cast<int64_t>(kCublasWorkspaceBytes / 2)) return false;
+      widen_bias_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024)), 256,
+                          0, stream>>>(static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened,
+                                       p.m);
+      GEMMKIT_CUDA_CHECK_LAUNCH();
+      bias = widened;
+    }
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                sizeof(epilogue)), "EPILOGUE");
+    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof(bias)), "BIAS_POINTER");
+  }
+  check_cublas(cublasLtMatrixLayoutCreate(&a, in_type, static_cast<uint64_t>(p.k),
+                                          static_cast<uint64_t>(p.m), p.w.strides[0]), "layout w");
+  check_cublas(cublasLtMatrixLayoutCreate(&b, in_type, static_cast<uint64_t>(p.k),
+                                          static_cast<uint64_t>(p.n), p.x.strides[0]), "layout x");
+  check_cublas(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
+                                          static_cast<uint64_t>(p.n), p.out.strides[0]), "layout out");
+  check_cublas(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
+  const uint64_t workspace_bytes = kCublasWorkspaceBytes / 2;
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(preference,
+                                                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace_bytes, sizeof(workspace_bytes)),
+               "PREF_MAX_WORKSPACE");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(state.handle, op, a, b, d, d, preference, 1, &heuristic,
+                                     &found) != CUBLAS_STATUS_SUCCESS || found == 0) {
+    return false;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  check_cublas(cublasLtMatmul(state.handle, op, &alpha, p.w.data, a, p.x.data, b, &beta, p.out.data,
+                              d, p.out.data, d, &heuristic.algo, state.workspace, workspace_bytes,
+                              stream),
+               "cublasLtMatmul");
+  return true;
+}
+
+LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16) {
+  LinearDevice d;
+  d.sm_major = props.sm_major;
+  d.sm_minor = props.sm_minor;
+  d.multiprocessors = props.multiprocessors;
+  d.shared_optin = props.shared_per_block_optin;
+  d.cluster_launch = props.cluster_launch;
+  d.max_grid_x = props.max_grid_x;
+  static const int max_cluster = [] {
+    const char* v = std::getenv("GEMMKIT_LINEAR_MAX_CLUSTER");
+    return v ? std::max(1, std::min(16, std::atoi(v))) : 16;
+  }();
+  d.max_cluster = std::min(max_cluster, max_cluster_limit);
+  return d;
+}
+
+}  // namespace
+
+}  // namespace linear_family
+
+void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream stream,
+            CallInfo& info) {
+  using namespace linear_family;
+  const int device = p.x.device.index;
+  DeviceGuard guard(device);
+  const DeviceProperties& props = device_properties(device);
+  LinearShape shape;
+  shape.n = p.n;
+  shape.m = p.m;
+  shape.k = p.k;
+  shape.in = p.x.dtype;
+  shape.out = p.out.dtype;
+  shape.has_bias = p.has_bias;
+  shape.tma_compatible = p.k % 8 == 0 && tma_loadable(p.x) && tma_loadable(p.w) &&
+                         p.k <= (int64_t{1} << 31) && p.n < (int64_t{1} << 31) &&
+                         p.m < (int64_t{1} << 31);
+  const std::string& forced = options.kernel.empty() ? env_kernel() : options.kernel;
+  LinearConfig config = select_linear_config(shape, describe(props), forced,
+                                               options.pdl < 0 ? env_pdl() : options.pdl != 0);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (config.path == LinearPath::cublaslt) {
+    if (!cublas_layout_ok(p) || !run_cublaslt(p, s, device)) {
+      if (props.sm_major != 9 || p.x.dtype == DType::f32) {
+        throw Error("gemmkit::linear: cuBLASLt has no algorithm for this layout on cuda:" +
+                    std::to_string(device) + " and the family is built for sm_90 only");
+      }
+      config = reference_config(shape, describe(props), "cuBLASLt cannot take this layout");
+    }
+  }
+  info.backend = "cuda";
+  info.kernel = "cuda.linear." + config.name;
+  info.reason = config.reason;
+  const bool f32_out = p.out.dtype == DType::f32;
+  switch (config.path) {
+    case LinearPath::cublaslt:
+      return;
+    case LinearPath::simt_f32:
+      return launch_simt(p, config, s);
+    case LinearPath::reference:
+      if (p.x.dtype == DType::bf16) {
+        return f32_out ? launch_reference<__nv_bfloat16, float>(p, config, s)
+                       : launch_reference<__nv_bfloat16, __nv_bfloat16>(p, config, s);
+      }
+      return f32_out ? launch_reference<__half, float>(p, config, s)
+                     : launch_reference<__half, __half>(p, config, s);
+    case LinearPath::tma_ring: {
+      const auto launch = [&](const LinearConfig& c) {
+        return f32_out ? launch_ring<float>(p, c, s, device)
+                       : launch_ring<__nv_bfloat16>(p, c, s, device);
+      };
+      if (launch(config)) return;
+      config = select_linear_config(shape, describe(props, 8), forced, config.pdl);
+      info.kernel = "cuda.linear." + config.name;
+      if (config.path != LinearPath::tma_ring || !launch(config)) {
+        throw Error("gemmkit::linear: internal: no launchable ring configuration");
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace gemmkit::cuda

@@ -1,0 +1,307 @@
+// GPU tests of the CUDA linear family: the bitwise contract (every variant equals the reference;
+// batch invariance; run-to-run), the reference against the CPU backend, PDL chains in graphs.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda/linear/linear_config.h"
+#include "gpu/gpu_test_util.h"
+#ifdef GEMMKIT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace gemmkit {
+namespace {
+
+using testing::download;
+using testing::random_host;
+using testing::upload;
+
+const Device kGpu = Device::cuda(0);
+
+struct LinearCase {
+  int64_t n, m, k;
+  bool bias;
+  DType out;
+};
+
+struct DeviceLinear {
+  LinearCase c;
+  Buffer x, w, b, out;
+  std::vector<uint8_t> x_host, w_host, b_host;
+
+  explicit DeviceLinear(const LinearCase& lc, uint64_t seed) : c(lc) {
+    x_host = random_host(DType::bf16, c.n * c.k, 1.0f, seed);
+    w_host = random_host(DType::bf16, c.m * c.k, 1.0f / std::sqrt(float(c.k)), seed + 1);
+    b_host = random_host(DType::bf16, c.m, 1.0f, seed + 2);
+    x = upload(x_host, kGpu);
+    w = upload(w_host, kGpu);
+    b = upload(b_host, kGpu);
+    out = Buffer(static_cast<std::size_t>(c.n * c.m) * dtype_size(c.out), kGpu);
+  }
+
+  // Poisons out, runs one call with the given kernel, returns the output bytes.
+  std::vector<uint8_t> run(const std::string& kernel, int pdl, CallInfo* info = nullptr) {
+    out.fill_bytes(0xFF);  // NaN in bf16 and f32: an unwritten element cannot pass
+    LinearOptions options;
+    options.kernel = kernel;
+    options.pdl = pdl;
+    options.info = info;
+    std::optional<Tensor> bias;
+    if (c.bias) bias = Tensor::contiguous(b.data(), DType::bf16, kGpu, {c.m});
+    linear(Tensor::contiguous(x.data(), DType::bf16, kGpu, {c.n, c.k}),
+           Tensor::contiguous(w.data(), DType::bf16, kGpu, {c.m, c.k}), bias,
+           Tensor::contiguous(out.data(), c.out, kGpu, {c.n, c.m}), options);
+    return download(out);
+  }
+};
+
+std::string describe(const LinearCase& c) {
+  return "n=" + std::to_string(c.n) + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+         (c.bias ? " bias" : "") + " out=" + dtype_name(c.out);
+}
+
+// Index of the first differing element, or -1.
+int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
+                         DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  for (std::size_t i = 0; i < a.size(); i += size) {
+    if (std::memcmp(&a[i], &b[i], size) != 0) return static_cast<int64_t>(i / size);
+  }
+  return -1;
+}
+
+const std::vector<std::string> kFastKernels = {"ring4", "ring8", "ring16", "auto"};
+
+TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
+  GEMMKIT_REQUIRE_GPU();
+  const std::vector<int64_t> ns = {1, 2, 3, 4, 7, 8, 9, 13, 16, 31, 64, 65, 128};
+  const std::vector<int64_t> ms = {1, 17, 32, 100, 128, 256, 2880, 4096};
+  const std::vector<int64_t> ks = {8, 72, 720, 1000, 2880, 4104, 7168, 14336};
+  int checked = 0, case_index = 0;
+  std::map<std::string, int> served;
+  for (int64_t m : ms) {
+    for (int64_t k : ks) {
+      // Every n for the small problems; a rotating three for the big ones (host data cost).
+      std::vector<int64_t> these;
+      if (m * k <= 1 << 20) {
+        these = ns;
+      } else {
+        for (int j = 0; j < 3; ++j) these.push_back(ns[(case_index * 3 + j) % ns.size()]);
+      }
+      for (int64_t n : these) {
+        const LinearCase c{n, m, k, case_index % 2 == 0, case_index % 3 == 0 ? DType::f32 : DType::bf16};
+        ++case_index;
+        DeviceLinear problem(c, 1000 + static_cast<uint64_t>(case_index));
+        const std::vector<uint8_t> reference = problem.run("reference", 0);
+        for (const std::string& kernel : kFastKernels) {
+          for (int pdl : {0, 1}) {
+            CallInfo info;
+            std::vector<uint8_t> got;
+            try {
+              got = problem.run(kernel, pdl, &info);
+            } catch (const Error& e) {
+              // A forced ring depth may not fit a shape (shared memory); that must be an Error
+              // that says so, never a wrong answer.
+              EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
+              continue;
+            }
+            ++served[info.kernel.substr(0, info.kernel.find('.', 12))];
+            if (info.kernel == "cuda.linear.cublaslt") {
+              // Only above the family's bound, which is outside the bitwise contract.
+              EXPECT_GT(n, cuda::linear_family::family_max_n(m, k)) << describe(c);
+              continue;
+            }
+            const int64_t diff = first_difference(reference, got, c.out);
+            ASSERT_EQ(diff, -1) << describe(c) << " kernel " << info.kernel << " pdl " << pdl
+                                << " differs from the reference at element " << diff;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  for (const auto& [name, count] : served) std::printf("  %s: %d calls\n", name.c_str(), count);
+}
+
+TEST(GpuLinear, ReferenceMatchesCpuBackend) {
+  GEMMKIT_REQUIRE_GPU();
+  for (const LinearCase& c : {LinearCase{1, 128, 720, true, DType::bf16},
+                              LinearCase{13, 100, 1000, false, DType::f32},
+                              LinearCase{64, 256, 2880, true, DType::f32},
+                              LinearCase{7, 17, 72, true, DType::bf16}}) {
+    DeviceLinear problem(c, 77);
+    const std::vector<uint8_t> gpu = problem.run("reference", 0);
+    std::vector<uint8_t> cpu(gpu.size());
+    std::optional<Tensor> bias;
+    if (c.bias) bias = Tensor::contiguous(problem.b_host.data(), DType::bf16, Device::cpu(), {c.m});
+    linear(Tensor::contiguous(problem.x_host.data(), DType::bf16, Device::cpu(), {c.n, c.k}),
+           Tensor::contiguous(problem.w_host.data(), DType::bf16, Device::cpu(), {c.m, c.k}), bias,
+           Tensor::contiguous(cpu.data(), c.out, Device::cpu(), {c.n, c.m}));
+    // Both accumulate in fp32 in different orders: allow fp32 reordering error plus one
+    // rounding of the output type, relative to the sum of |products|.
+    const double unit = c.out == DType::bf16 ? 1.0 / 256 : 1e-6;
+    for (int64_t i = 0; i < c.n; ++i) {
+      for (int64_t j = 0; j < c.m; ++j) {
+        double scale = c.bias ? std::fabs(load_as_float(problem.b_host.data(), DType::bf16, j)) : 0;
+        for (int64_t t = 0; t < c.k; ++t) {
+          scale += std::fabs(double(load_as_float(problem.x_host.data(), DType::bf16, i * c.k + t)) *
+                             load_as_float(problem.w_host.data(), DType::bf16, j * c.k + t));
+        }
+        const double a = load_as_float(gpu.data(), c.out, i * c.m + j);
+        const double b = load_as_float(cpu.data(), c.out, i * c.m + j);
+        ASSERT_LE(std::fabs(a - b), scale * (unit + 1e-5) + 1e-30)
+            << describe(c) << " at (" << i << ", " << j << "): gpu " << a << " cpu " << b;
+      }
+    }
+  }
+}
+
+TEST(GpuLinear, BatchInvariance) {
+  GEMMKIT_REQUIRE_GPU();
+  for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{128, 2880}, {256, 7168}, {32, 720}}) {
+    const int64_t max_n = cuda::linear_family::family_max_n(m, k);  // the largest n served
+    const LinearCase big{max_n, m, k, true, DType::f32};
+    DeviceLinear problem(big, 4242);
+    const std::vector<uint8_t> full = problem.run("auto", 1);
+    for (int64_t n : {int64_t{1}, int64_t{7}, std::min<int64_t>(64, max_n), max_n}) {
+      // The first n rows of x alone.
+      Buffer out(static_cast<std::size_t>(n * m) * 4, kGpu);
+      out.fill_bytes(0xFF);
+      const auto bias = std::optional<Tensor>(Tensor::contiguous(problem.b.data(), DType::bf16, kGpu, {m}));
+      linear(Tensor::contiguous(problem.x.data(), DType::bf16, kGpu, {n, k}),
+             Tensor::contiguous(problem.w.data(), DType::bf16, kGpu, {m, k}), bias,
+             Tensor::contiguous(out.data(), DType::f32, kGpu, {n, m}));
+      const std::vector<uint8_t> rows = download(out);
+      ASSERT_EQ(std::memcmp(rows.data(), full.data(), rows.size()), 0)
+          << "m=" << m << " k=" << k << ": rows of an n=" << n << " call differ from the same rows at n=" << max_n;
+    }
+  }
+}
+
+TEST(GpuLinear, RepeatedRunsAreBitwiseIdentical) {
+  GEMMKIT_REQUIRE_GPU();
+  DeviceLinear problem(LinearCase{16, 4096, 7168, true, DType::bf16}, 9);
+  const std::vector<uint8_t> first = problem.run("auto", 1);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(problem.run("auto", 1), first) << "run " << i;
+}
+
+TEST(GpuLinear, UnalignedAndStridedLayoutsKeepTheBits) {
+  GEMMKIT_REQUIRE_GPU();
+  // k % 8 != 0 and a row stride that is not 16-byte aligned: no TMA, same bits as the reference.
+  const int64_t n = 5, m = 100, k = 1003, ld = 1005;
+  const auto x_host = random_host(DType::bf16, n * ld, 1.0f, 5);
+  const auto w_host = random_host(DType::bf16, m * ld, 0.03f, 6);
+  Buffer x = upload(x_host, kGpu), w = upload(w_host, kGpu);
+  Buffer out(static_cast<std::size_t>(n * m) * 2, kGpu);
+  std::vector<std::vector<uint8_t>> results;
+  for (const std::string kernel : {"reference", "auto"}) {
+    out.fill_bytes(0xFF);
+    LinearOptions options;
+    options.kernel = kernel;
+    linear(Tensor::strided(x.data(), DType::bf16, kGpu, {n, k}, {ld, 1}),
+           Tensor::strided(w.data(), DType::bf16, kGpu, {m, k}, {ld, 1}), std::nullopt,
+           Tensor::contiguous(out.data(), DType::bf16, kGpu, {n, m}), options);
+    results.push_back(download(out));
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+#ifdef GEMMKIT_WITH_CUDA
+// y_{i+1} = linear(y_i, w) chained `length` times, eager and as a replayed CUDA graph.
+void check_chain(int length, int pdl) {
+  const int64_t n = 8, d = 1024;
+  const auto x_host = random_host(DType::bf16, n * d, 1.0f, 11);
+  const auto w_host = random_host(DType::bf16, d * d, 1.0f / 32, 12);
+  Buffer w = upload(w_host, kGpu);
+  std::vector<Buffer> activations;
+  activations.push_back(upload(x_host, kGpu));
+  for (int i = 0; i < length; ++i) activations.emplace_back(static_cast<std::size_t>(n * d) * 2, kGpu);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  LinearOptions options;
+  options.pdl = pdl;
+  const auto call_chain = [&] {
+    for (int i = 0; i < length; ++i) {
+      linear(Tensor::contiguous(activations[i].data(), DType::bf16, kGpu, {n, d}),
+             Tensor::contiguous(w.data(), DType::bf16, kGpu, {d, d}), std::nullopt,
+             Tensor::contiguous(activations[i + 1].data(), DType::bf16, kGpu, {n, d}), options,
+             reinterpret_cast<Stream>(stream));
+    }
+  };
+  call_chain();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::vector<uint8_t> eager = download(activations.back());
+  for (int i = 1; i <= length; ++i) activations[i].fill_bytes(0xFF);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  call_chain();
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    for (int i = 1; i <= length; ++i) activations[i].fill_bytes(0xFF);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(download(activations.back()), eager) << "chain of " << length << " pdl " << pdl
+                                                   << " replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
+  GEMMKIT_REQUIRE_GPU();
+  for (int length : {2, 8, 64}) {
+    check_chain(length, 1);
+    check_chain(length, 0);
+  }
+}
+#endif
+
+TEST(GpuLinear, LargeBatchGoesToCublasLtAndIsClose) {
+  GEMMKIT_REQUIRE_GPU();
+  DeviceLinear problem(LinearCase{512, 128, 2880, true, DType::bf16}, 31);  // above the family
+  CallInfo info;
+  const auto fast = problem.run("auto", 1, &info);
+  EXPECT_EQ(info.kernel, "cuda.linear.cublaslt");
+  const auto reference = problem.run("reference", 0);
+  for (int64_t i = 0; i < 512 * 128; ++i) {
+    const float a = load_as_float(fast.data(), DType::bf16, i);
+    const float b = load_as_float(reference.data(), DType::bf16, i);
+    ASSERT_NEAR(a, b, 0.02f * (1.0f + std::fabs(b))) << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace gemmkit
+
+namespace gemmkit {
+namespace {
+
+// Small shapes through every variant: the test scripts/device.sh runs under compute-sanitizer
+// (memcheck, racecheck, synccheck), where big shapes would take too long.
+TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
+  GEMMKIT_REQUIRE_GPU();
+  for (const LinearCase& c : {LinearCase{3, 40, 1032, true, DType::bf16},
+                              LinearCase{20, 130, 4104, false, DType::f32},
+                              LinearCase{1, 128, 2880, true, DType::bf16}}) {
+    DeviceLinear problem(c, 3);
+    const auto reference = problem.run("reference", 0);
+    for (const std::string kernel : {"ring4", "ring8", "ring16"}) {
+      for (int pdl : {0, 1}) {
+        try {
+          EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gemmkit

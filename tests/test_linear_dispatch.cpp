@@ -1,0 +1,178 @@
+// Host tests of the CUDA linear dispatch (select_linear_config): a pure function, so CI checks
+// every choice and every launch limit without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda/linear/linear_config.h"
+
+namespace gemmkit::cuda::linear_family {
+namespace {
+
+const LinearDevice kH200{};  // defaults describe the H200: sm_90, 132 SMs, 227 KiB opt-in
+
+LinearShape bf16_shape(int64_t n, int64_t m, int64_t k) {
+  LinearShape s;
+  s.n = n;
+  s.m = m;
+  s.k = k;
+  s.has_bias = true;
+  s.tma_compatible = k % 8 == 0;
+  return s;
+}
+
+void expect_within_limits(const LinearConfig& c, const LinearShape& s, const LinearDevice& d) {
+  SCOPED_TRACE(c.to_string());
+  EXPECT_FALSE(c.reason.empty());
+  if (c.path == LinearPath::cublaslt) return;
+  EXPECT_GE(c.grid_x, 1);
+  EXPECT_LE(c.grid_x, d.max_grid_x);
+  EXPECT_LE(c.threads, 1024);
+  if (c.path == LinearPath::reference) {
+    // One warp per 16 x 8 tile, grid-stride: every tile is visited.
+    EXPECT_EQ(c.tiles, ceil_div(s.m, 16) * ceil_div(s.n, 8));
+    EXPECT_GE(c.grid_x * (c.threads / 32), std::min<int64_t>(c.tiles, c.grid_x * (c.threads / 32)));
+  }
+  if (c.path == LinearPath::tma_ring) {
+    const int64_t groups = ceil_div(s.k, kGroupK);
+    EXPECT_TRUE(c.stages == 4 || c.stages == 8 || c.stages == 16);
+    EXPECT_GE(c.cluster, 1);
+    EXPECT_LE(c.cluster, 16);
+    EXPECT_LE(c.cluster, d.max_cluster);
+    EXPECT_GE(int64_t{c.cluster} * c.groups_per_rank, groups) << "a group has no owner";
+    EXPECT_LT(int64_t{c.cluster - 1} * c.groups_per_rank, groups) << "a rank owns no group";
+    EXPECT_LE(c.shared_bytes, d.shared_optin);
+    EXPECT_EQ(c.shared_bytes, ring_shared_bytes_host(c.stages, c.mt, c.nt, c.groups_per_rank));
+    EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
+    EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
+  }
+}
+
+TEST(LinearDispatch, RoutersTakeTheRing) {
+  for (int64_t n : {1, 2, 4, 8, 16, 32, 64}) {
+    const LinearShape s = bf16_shape(n, 128, 2880);
+    const LinearConfig c = select_linear_config(s, kH200, "", true);
+    EXPECT_EQ(c.path, LinearPath::tma_ring) << c.to_string();
+    EXPECT_TRUE(c.pdl);
+    expect_within_limits(c, s, kH200);
+  }
+}
+
+TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
+  const LinearConfig c = select_linear_config(bf16_shape(1, 128, 2880), kH200, "", false);
+  // 8 tiles of 16 rows, 6 groups of 512: the split uses 6 ranks of one group each.
+  EXPECT_EQ(c.tiles, 8);
+  EXPECT_EQ(c.cluster, 6);
+  EXPECT_EQ(c.groups_per_rank, 1);
+}
+
+TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
+  EXPECT_EQ(family_max_n(128, 2880), 64);
+  EXPECT_EQ(family_max_n(32, 2880), 64);
+  EXPECT_EQ(family_max_n(256, 7168), 16);
+  EXPECT_EQ(family_max_n(1024, 1024), 8);
+  EXPECT_EQ(select_linear_config(bf16_shape(16, 1024, 1024), kH200, "", true).path,
+            LinearPath::cublaslt);
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 4096), kH200, "", true).path,
+            LinearPath::tma_ring);
+  EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
+            LinearPath::cublaslt);
+}
+
+TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
+  const LinearShape s = bf16_shape(1, 128, 14336);  // 28 groups, 8 tiles
+  EXPECT_EQ(select_linear_config(s, kH200, "", true).cluster, 14);
+  LinearDevice capped = kH200;
+  capped.max_cluster = 8;
+  const LinearConfig c = select_linear_config(s, capped, "", true);
+  EXPECT_EQ(c.cluster, 7);
+  EXPECT_EQ(c.groups_per_rank, 4);
+}
+
+TEST(LinearDispatch, AboveTheFamilyGoesToCublasLt) {
+  for (int64_t n : {int64_t{65}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
+    const LinearConfig c = select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true);
+    EXPECT_EQ(c.path, LinearPath::cublaslt) << n;
+    EXPECT_NE(c.reason.find("batch-invariance"), std::string::npos);
+  }
+}
+
+TEST(LinearDispatch, ReferenceLaunchesForExtremeShapes) {
+  for (const auto& [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {(int64_t{1} << 31) - 1, 1, 1}, {1, (int64_t{1} << 31) - 1, 8}, {1 << 20, 1 << 20, 3},
+           {1, 1, (int64_t{1} << 40)}, {int64_t{1} << 40, int64_t{1} << 20, 1}}) {
+    LinearShape s = bf16_shape(n, m, k);
+    const LinearConfig c = select_linear_config(s, kH200, "reference", false);
+    EXPECT_EQ(c.path, LinearPath::reference);
+    expect_within_limits(c, s, kH200);
+  }
+}
+
+TEST(LinearDispatch, LayoutsTmaCannotLoadKeepTheFamilyThroughTheReference) {
+  LinearShape s = bf16_shape(4, 128, 1003);
+  EXPECT_FALSE(s.tma_compatible);
+  const LinearConfig c = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(c.path, LinearPath::reference);
+  EXPECT_NE(c.reason.find("TMA"), std::string::npos);
+}
+
+TEST(LinearDispatch, OtherDtypesAndGpus) {
+  LinearShape s = bf16_shape(4, 128, 1024);
+  s.in = DType::f32;
+  s.out = DType::f32;
+  EXPECT_EQ(select_linear_config(s, kH200, "", true).path, LinearPath::simt_f32);
+  s.in = DType::f16;
+  s.out = DType::f16;
+  EXPECT_EQ(select_linear_config(s, kH200, "", true).path, LinearPath::reference);
+  LinearDevice ampere = kH200;
+  ampere.sm_major = 8;
+  EXPECT_EQ(select_linear_config(bf16_shape(4, 128, 1024), ampere, "", true).path,
+            LinearPath::cublaslt);
+  EXPECT_EQ(select_linear_config(bf16_shape(4, 128, 1024), ampere, "auto", true).reason,
+            "portable path: the tensor-core family is built for sm_90");
+}
+
+TEST(LinearDispatch, ForcedKernelsAndTheirErrors) {
+  const LinearShape s = bf16_shape(8, 256, 7168);
+  for (const std::string name : {"ring4", "ring8", "ring16"}) {
+    const LinearConfig c = select_linear_config(s, kH200, name, false);
+    EXPECT_EQ(c.path, LinearPath::tma_ring);
+    EXPECT_EQ("ring" + std::to_string(c.stages), name);
+    expect_within_limits(c, s, kH200);
+  }
+  const auto message = [&](const LinearShape& shape, const std::string& forced) {
+    try {
+      select_linear_config(shape, kH200, forced, false);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(s, "ring12").find("'ring12': unknown kernel"), std::string::npos);
+  LinearShape f16 = s;
+  f16.in = DType::f16;
+  EXPECT_NE(message(f16, "ring8").find("ring kernels take bf16 operands only"), std::string::npos);
+  EXPECT_NE(message(bf16_shape(8, 256, 7167), "ring8").find("cannot be loaded by TMA"),
+            std::string::npos);
+  EXPECT_NE(message(s, "simt_f32").find("f32 operands only"), std::string::npos);
+  EXPECT_NE(message(s, "warp9").find("GEMMKIT_LINEAR_KERNEL"), std::string::npos);
+}
+
+TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
+  LinearDevice small = kH200;
+  small.shared_optin = 101376;  // an sm_89-like budget: the ring must shrink or step aside
+  for (const LinearDevice& d : {kH200, small}) {
+    for (int64_t n : {1, 3, 8, 9, 16, 17, 64, 100, 128}) {
+      for (int64_t m : {1, 17, 128, 1000, 4096, 65536}) {
+        for (int64_t k : {8, 120, 512, 2880, 7168, 14336, 65536, 1 << 20}) {
+          const LinearShape s = bf16_shape(n, m, k);
+          const LinearConfig c = select_linear_config(s, d, "", n % 2 == 0);
+          expect_within_limits(c, s, d);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::linear_family
