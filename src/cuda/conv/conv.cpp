@@ -1,0 +1,84 @@
+// gemmkit::cuda::conv: resolves the options, selects a path (conv_config.h, pure), and runs it on
+// the tensors' device and the caller's stream. A GEMM path that cuBLASLt or the allocator cannot
+// serve falls back to the generic direct kernel under algo "auto" (never under "gemm").
+#include <string>
+
+#include "api/validate.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_context.h"
+#include "cuda/conv/conv_config.h"
+#include "cuda/conv/conv_gemm.h"
+#include "cuda/conv/conv_geometry.h"
+#include "cuda/conv/conv_launch.h"
+#include "cuda/cuda_backend.h"
+
+namespace gemmkit::cuda {
+
+namespace {
+
+conv_impl::DeviceDescription describe_device(const DeviceProperties& props) {
+  conv_impl::DeviceDescription d;
+  d.sm_major = props.sm_major;
+  d.sm_minor = props.sm_minor;
+  d.multiprocessors = props.multiprocessors;
+  d.max_grid_x = props.max_grid_x;
+  d.max_grid_y = props.max_grid_y;
+  d.max_grid_z = props.max_grid_z;
+  d.shared_per_block_optin = props.shared_per_block_optin;
+  return d;
+}
+
+}  // namespace
+
+void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream stream,
+          CallInfo& info) {
+  using namespace conv_impl;
+  const int device = problem.x.device.index;
+  DeviceGuard guard(device);
+  const DeviceDescription dev = describe_device(device_properties(device));
+  const ConvRequest request = resolve_request(
+      options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
+      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"));
+  ConvConfig config = select_conv_config(problem, dev, request);
+  const ConvGeometry g = normalize(problem);
+  const cudaStream_t s = stream;
+
+  if (config.path == ConvPath::gemm_1x1 || config.path == ConvPath::unfold_gemm) {
+    std::string why;
+    if (!run_gemm_path(problem, g, config, device, s, why)) {
+      if (request.algo == "gemm") {
+        detail::fail(kOp, request.algo_origin, "'gemm': cannot serve this problem: " + why);
+      }
+      config = direct_config(problem, dev, request.algo,
+                             config.reason + ", but " + why + ": generic direct kernel instead");
+    }
+  }
+
+  ConvPointers ptr;
+  ptr.x = problem.x.data;
+  ptr.w = problem.weight.data;
+  ptr.bias = problem.has_bias ? problem.bias.data : nullptr;
+  ptr.out = problem.out.data;
+  const DType x_dtype = problem.x.dtype, out_dtype = problem.out.dtype;
+  switch (config.path) {
+    case ConvPath::direct:
+      launch_conv_direct(g, x_dtype, out_dtype, ptr, config.grid, config.block, s);
+      break;
+    case ConvPath::depthwise:
+      launch_conv_depthwise(g, config.depthwise, config.vector, x_dtype, out_dtype, ptr,
+                            config.grid, config.smem_bytes, s);
+      break;
+    case ConvPath::small_o:
+      launch_conv_small_o(g, config.small_o, config.vector, x_dtype, out_dtype, ptr, config.grid,
+                          config.block, config.smem_bytes, s);
+      break;
+    case ConvPath::gemm_1x1:
+    case ConvPath::unfold_gemm:
+      break;  // ran above
+  }
+  info.backend = "cuda";
+  info.kernel = kernel_name(config.path);
+  info.reason = to_string(config);
+}
+
+}  // namespace gemmkit::cuda

@@ -1,0 +1,621 @@
+// Path selection of the CUDA convolution: which kernel serves a problem, with which launch
+// geometry, chunking and workspace. Pure and header-only (no CUDA header): the host unit tests
+// include it directly, also in builds without CUDA.
+//
+// Paths (docs/conv.md has the full rules):
+//   direct       generic direct kernel, any problem, any strides ("reference" forces it)
+//   depthwise    groups == c (any channel multiplier), unit channel strides
+//   small_o      o <= 8, groups == 1, unit channel strides: warps split the channel reduction
+//   gemm_1x1     1x1 kernel, stride 1, no padding, no dilation: x is the GEMM operand as it is
+//   unfold_gemm  im2col into a bounded workspace, then one strided-batched cuBLASLt GEMM per
+//                chunk of output rows (batch = groups)
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "api/validate.h"
+#include "common/problems.h"
+#include "cuda/conv/conv_geometry.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+constexpr const char* kOp = "conv";
+// Temporary device memory of a call when neither options.workspace_bytes nor
+// GEMMKIT_CONV_WORKSPACE_MB says otherwise.
+constexpr int64_t kDefaultWorkspaceBytes = int64_t{256} << 20;
+// cuBLASLt's own scratch (split-k), carved out of the workspace budget: budget / 8, at most this.
+constexpr int64_t kMaxLtWorkspaceBytes = int64_t{32} << 20;
+// Largest element span of one operand of one cuBLASLt call: larger GEMMs are split into chunks
+// of output rows, so no library index can wrap at 2^31.
+constexpr int64_t kMaxGemmSpan = (int64_t{1} << 31) - 1;
+// auto takes unfold+GEMM only when a chunk holds at least this many output rows (or all of
+// them): smaller chunks would spend the time in per-call overhead.
+constexpr int64_t kMinChunkRows = 256;
+// Workspace buffers start at multiples of this (cuBLASLt's preferred alignment).
+constexpr int64_t kWorkspaceAlign = 256;
+constexpr int kDirectBlock = 256;
+// Grid-stride kernels get at most this many blocks per multiprocessor.
+constexpr int64_t kBlocksPerSm = 16;
+// Small-o kernel: largest o it serves.
+constexpr int64_t kSmallOMax = kSmallOMaxO;
+// Shared memory a conv kernel may use (the default per-block limit, no opt-in needed).
+constexpr int64_t kMaxKernelSmem = 48 * 1024;
+// cuBLASLt calls: at most this many groups per batched call and output rows per call, so that
+// no library grid dimension (65535 on y / z) can overflow whichever axis it tiles.
+constexpr int64_t kMaxGemmBatch = 65535;
+constexpr int64_t kMaxGemmRows = int64_t{1} << 21;
+
+// What selection needs to know about the device (from DeviceProperties, or made up in tests).
+struct DeviceDescription {
+  int sm_major = 9, sm_minor = 0;
+  int multiprocessors = 132;
+  int64_t max_grid_x = kMaxGridX;
+  int64_t max_grid_y = kMaxGridYZ, max_grid_z = kMaxGridYZ;
+  int64_t shared_per_block_optin = 227 * 1024;
+};
+
+enum class ConvPath : int { direct = 0, depthwise = 1, small_o = 2, gemm_1x1 = 3, unfold_gemm = 4 };
+
+inline const char* path_name(ConvPath path) {
+  switch (path) {
+    case ConvPath::direct: return "direct";
+    case ConvPath::depthwise: return "depthwise";
+    case ConvPath::small_o: return "small_o";
+    case ConvPath::gemm_1x1: return "gemm_1x1";
+    case ConvPath::unfold_gemm: return "unfold_gemm";
+  }
+  return "?";
+}
+
+// The CallInfo kernel name of a path.
+inline std::string kernel_name(ConvPath path) { return std::string("cuda.conv.") + path_name(path); }
+
+// How a GEMM path adds the bias (always in fp32, to the fp32 GEMM result, before the one
+// rounding to out's dtype).
+enum class BiasMode : int {
+  none = 0,
+  // cuBLASLt's bias epilogue: 16-bit out, contiguous bias, 16-byte aligned output rows only. For
+  // bf16 outputs with unaligned rows (odd o) cuBLASLt 13.0 on an H200 was seen to round the
+  // product to bf16 before adding the bias (two roundings); aligned rows round once.
+  epilogue = 1,
+  pass = 2,     // f32 out: the GEMM writes out, then a pass adds the bias in place
+  scratch = 3,  // 16-bit out otherwise: the GEMM writes fp32 scratch in the workspace, then a
+                // pass writes out = round(scratch + bias)
+};
+
+inline const char* bias_mode_name(BiasMode mode) {
+  switch (mode) {
+    case BiasMode::none: return "none";
+    case BiasMode::epilogue: return "epilogue";
+    case BiasMode::pass: return "pass";
+    case BiasMode::scratch: return "scratch";
+  }
+  return "?";
+}
+
+// The caller's request after options and environment were resolved.
+struct ConvRequest {
+  std::string algo = "auto";                 // auto | direct | depthwise | gemm | reference
+  std::string algo_origin = "options.algo";  // the name errors give the algo setting
+  int64_t workspace_bytes = kDefaultWorkspaceBytes;
+};
+
+struct ConvConfig {
+  ConvPath path = ConvPath::direct;
+  std::string algo;    // the resolved request that chose the path
+  std::string reason;  // why (CallInfo::reason)
+
+  // Main kernel launch (the unfold kernel for unfold_gemm; the grid of its first, full chunk).
+  int block = kDirectBlock;
+  LaunchGrid grid;
+  int64_t grid_cap = 1;  // most blocks of a grid-stride launch (later chunks' grids too)
+  int vector = 1;  // elements per vector access (unfold, depthwise, small_o)
+  int tile = 1;    // outputs per thread along the last spatial dim (depthwise)
+  int lanes = 1;   // lanes sharing one output position group (small_o)
+  int64_t smem_bytes = 0;  // dynamic shared memory of the main kernel
+  DepthwiseTiling depthwise;
+  SmallOTiling small_o;
+
+  // GEMM paths.
+  int64_t workspace_budget = 0;     // bytes this call may use
+  int64_t lt_workspace_bytes = 0;   // cuBLASLt scratch, part of the budget
+  int64_t unfold_row_elements = 0;  // kernel_positions * c: one unfold row
+  int64_t chunk_rows = 0;           // output positions per GEMM call
+  int64_t chunks = 0;
+  // Workspace layout of one chunk: [unfold | f32 scratch (BiasMode::scratch) | cuBLASLt], each
+  // part starting at a multiple of kWorkspaceAlign.
+  int64_t unfold_bytes = 0;     // unfold buffer (0 for gemm_1x1)
+  int64_t scratch_offset = 0;   // f32 GEMM result [chunk_rows][o] (BiasMode::scratch)
+  int64_t scratch_bytes = 0;
+  int64_t lt_offset = 0;
+  int64_t workspace_bytes = 0;  // what the launcher allocates: lt_offset + lt_workspace_bytes
+  BiasMode bias = BiasMode::none;
+  int64_t x_row_stride = 0;       // gemm_1x1: stride of the flat position in x (0: one position)
+  int64_t out_row_stride = 0;     // stride of the flat position in out (0: one position)
+  int64_t weight_row_stride = 0;  // stride of the output channel in the weight
+};
+
+inline std::string to_string(const ConvConfig& c) {
+  std::ostringstream s;
+  s << "path=" << path_name(c.path) << " algo=" << c.algo << " block=" << c.block << " grid=("
+    << c.grid.x << "," << c.grid.y << "," << c.grid.z << ") vector=" << c.vector;
+  if (c.path == ConvPath::depthwise) s << " tile=" << c.tile;
+  if (c.path == ConvPath::small_o) s << " lanes=" << c.lanes << " tile=" << c.tile;
+  if (c.path == ConvPath::gemm_1x1 || c.path == ConvPath::unfold_gemm) {
+    s << " chunk_rows=" << c.chunk_rows << " chunks=" << c.chunks
+      << " unfold_bytes=" << c.unfold_bytes << " scratch_bytes=" << c.scratch_bytes
+      << " lt_workspace=" << c.lt_workspace_bytes
+      << " workspace=" << c.workspace_bytes << "/" << c.workspace_budget
+      << " bias=" << bias_mode_name(c.bias);
+  }
+  s << " reason: " << c.reason;
+  return s.str();
+}
+
+// ---- Options and environment ----------------------------------------------------------------
+
+inline bool is_known_algo(const std::string& algo) {
+  return algo == "auto" || algo == "direct" || algo == "depthwise" || algo == "gemm" ||
+         algo == "reference";
+}
+
+// options.algo if set, else GEMMKIT_CONV_ALGO's value `env` if set, else "auto". Unknown names
+// are an Error naming where the value came from.
+inline ConvRequest resolve_request(const std::string& option_algo, const std::string& env_algo,
+                                   int64_t option_workspace, const std::string& env_workspace_mb) {
+  ConvRequest r;
+  if (!option_algo.empty()) {
+    r.algo = option_algo;
+  } else if (!env_algo.empty()) {
+    r.algo = env_algo;
+    r.algo_origin = "options.algo (from GEMMKIT_CONV_ALGO)";
+  }
+  if (!is_known_algo(r.algo)) {
+    detail::fail(kOp, r.algo_origin,
+                 "'" + r.algo + "': must be one of auto, direct, depthwise, gemm, reference");
+  }
+  if (option_workspace >= 0) {
+    r.workspace_bytes = option_workspace;
+  } else if (!env_workspace_mb.empty()) {
+    constexpr int64_t kMaxMib = int64_t{1} << 30;  // 2^50 bytes: far above any device
+    int64_t mib = 0;
+    bool ok = env_workspace_mb.size() <= 10;
+    for (char ch : env_workspace_mb) {
+      if (ch < '0' || ch > '9') ok = false;
+      if (ok) mib = mib * 10 + (ch - '0');
+    }
+    if (!ok || mib > kMaxMib) {
+      detail::fail(kOp, "GEMMKIT_CONV_WORKSPACE_MB",
+                   "'" + env_workspace_mb + "': must be a whole number of MiB in [0, 2^30]");
+    }
+    r.workspace_bytes = mib << 20;
+  }
+  return r;
+}
+
+// ---- Eligibility: "" when the path can serve the problem, else why not -------------------
+
+// Cap of the grid-stride kernels' grids.
+inline int64_t max_blocks(const DeviceDescription& dev) {
+  return std::min<int64_t>(dev.max_grid_x, int64_t{dev.multiprocessors} * kBlocksPerSm);
+}
+
+inline int64_t elem_size(DType dtype) { return static_cast<int64_t>(dtype_size(dtype)); }
+
+inline int64_t channel_stride(const Tensor& t) { return t.strides[t.rank - 1]; }
+
+inline std::string why_not_depthwise(const detail::ConvProblem& p) {
+  if (p.groups != p.in_channels || p.in_channels_per_group != 1) {
+    return "groups (" + std::to_string(p.groups) + ") != c (" + std::to_string(p.in_channels) +
+           ")";
+  }
+  if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
+  if (channel_stride(p.out) != 1 && p.out_channels > 1) return "out's channel stride is not 1";
+  if (p.kernel_positions() * 4 > kMaxKernelSmem) {
+    return "the kernel has more than " + std::to_string(kMaxKernelSmem / 4) + " taps";
+  }
+  return "";
+}
+
+// The small-o kernel's shared-memory copy of the weight: o * taps * c elements of x's type.
+inline int64_t small_o_weight_bytes(const detail::ConvProblem& p) {
+  return p.out_channels * p.kernel_positions() * p.in_channels * elem_size(p.x.dtype);
+}
+
+inline std::string why_not_small_o(const detail::ConvProblem& p) {
+  if (p.out_channels > kSmallOMax) {
+    return "o = " + std::to_string(p.out_channels) + " > " + std::to_string(kSmallOMax);
+  }
+  if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
+  if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
+  if (small_o_weight_bytes(p) > kMaxKernelSmem) {
+    return "the weight (" + std::to_string(small_o_weight_bytes(p)) +
+           " bytes) does not fit in " + std::to_string(kMaxKernelSmem / 1024) +
+           " KiB of shared memory";
+  }
+  return "";
+}
+
+// Largest element offset + 1 that one GEMM operand touches: `batch` matrices `batch_stride`
+// apart, each `cols` columns of `rows` elements, `ld` apart.
+inline int64_t operand_span(int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                            int64_t batch_stride) {
+  return (batch - 1) * batch_stride + (cols - 1) * ld + rows;
+}
+
+// Alignment (bytes) of every output row and group the GEMM writes when it writes out directly.
+inline int out_row_alignment(const detail::ConvProblem& p, const ConvConfig& c) {
+  const int64_t eo = elem_size(p.out.dtype);
+  int alignment = pointer_alignment(p.out.data);
+  if (c.out_row_stride > 0) {
+    alignment = std::min(alignment, address_alignment(static_cast<uint64_t>(c.out_row_stride * eo)));
+  }
+  if (p.groups > 1) {
+    alignment = std::min(alignment, address_alignment(static_cast<uint64_t>(
+                                        p.out_channels_per_group * eo)));
+  }
+  return alignment;
+}
+
+// Conditions shared by both GEMM paths (weight and out as matrices, the bias); fills the layout
+// fields and the bias mode of `c`.
+inline std::string why_not_gemm_common(const detail::ConvProblem& p, ConvConfig& c) {
+  if (p.groups > kMaxGemmBatch) {
+    return "groups = " + std::to_string(p.groups) + " > " + std::to_string(kMaxGemmBatch) +
+           " (one batched GEMM call)";
+  }
+  c.weight_row_stride = weight_row_stride(p);
+  if (c.weight_row_stride < 0) {
+    return "the weight is not a matrix of contiguous rows (o, kernel * c/groups)";
+  }
+  const int64_t k = p.kernel_positions() * p.in_channels_per_group;
+  if (operand_span(k, p.out_channels_per_group, c.weight_row_stride, p.groups,
+                   p.out_channels_per_group * c.weight_row_stride) > kMaxGemmSpan) {
+    return "the weight spans more than 2^31 - 1 elements";
+  }
+  if (channel_stride(p.out) != 1 && p.out_channels > 1) return "out's channel stride is not 1";
+  c.out_row_stride = position_stride(p.out);
+  if (c.out_row_stride < 0) return "out's batch and spatial dims do not merge into one stride";
+  if (c.out_row_stride != 0 && c.out_row_stride < p.out_channels) {
+    return "out's positions overlap";
+  }
+  if (!p.has_bias) {
+    c.bias = BiasMode::none;
+  } else if (p.out.dtype == DType::f32) {
+    c.bias = BiasMode::pass;
+  } else if ((p.bias.strides[0] == 1 || p.out_channels == 1) && out_row_alignment(p, c) >= 16) {
+    c.bias = BiasMode::epilogue;
+  } else {
+    c.bias = BiasMode::scratch;
+  }
+  return "";
+}
+
+// Rows per GEMM call so that an operand of `rows` rows `row_stride` apart, whose last row spans
+// `fixed` elements (all groups), stays within kMaxGemmSpan: (rows - 1) * row_stride + fixed.
+inline int64_t rows_within_span(int64_t row_stride, int64_t fixed) {
+  if (row_stride <= 0) return int64_t{1} << 62;  // one position: no row stride involved
+  if (fixed > kMaxGemmSpan) return 0;
+  return (kMaxGemmSpan - fixed) / row_stride + 1;
+}
+
+inline int64_t lt_workspace_for(int64_t budget) {
+  const int64_t lt = std::min(kMaxLtWorkspaceBytes, budget / 8);
+  return lt / kWorkspaceAlign * kWorkspaceAlign;
+}
+
+inline int64_t round_up(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
+
+// Chunking and workspace layout of a GEMM path: each output row needs `unfold_row_bytes` of
+// unfold (0 for gemm_1x1) and, with BiasMode::scratch, o * 4 bytes of fp32 scratch; the rest
+// of the budget after cuBLASLt's share, less alignment slack, bounds the rows of a chunk, as
+// do kMaxGemmRows and `span_rows`.
+inline std::string plan_chunks(const detail::ConvProblem& p, int64_t budget,
+                               int64_t unfold_row_bytes, int64_t span_rows, ConvConfig& c) {
+  c.workspace_budget = budget;
+  c.lt_workspace_bytes = lt_workspace_for(budget);
+  const int64_t scratch_row_bytes = c.bias == BiasMode::scratch ? p.out_channels * 4 : 0;
+  const int64_t row_bytes = unfold_row_bytes + scratch_row_bytes;
+  int64_t rows = std::min(kMaxGemmRows, span_rows);
+  if (row_bytes > 0) {
+    const int64_t available = budget - c.lt_workspace_bytes - 2 * kWorkspaceAlign;
+    const int64_t by_workspace = available > 0 ? available / row_bytes : 0;
+    if (by_workspace < 1) {
+      return "the workspace (" + std::to_string(budget) + " bytes, " +
+             std::to_string(c.lt_workspace_bytes) + " of them cuBLASLt's) cannot hold one row (" +
+             std::to_string(unfold_row_bytes) + " bytes of unfold, " +
+             std::to_string(scratch_row_bytes) + " of f32 scratch)";
+    }
+    rows = std::min(rows, by_workspace);
+  }
+  if (rows < 1) return "one output row spans more than 2^31 - 1 elements";
+  c.chunk_rows = std::min(rows, p.out_positions());
+  c.chunks = ceil_div(p.out_positions(), c.chunk_rows);
+  c.unfold_bytes = c.chunk_rows * unfold_row_bytes;
+  c.scratch_offset = round_up(c.unfold_bytes, kWorkspaceAlign);
+  c.scratch_bytes = c.chunk_rows * scratch_row_bytes;
+  c.lt_offset = c.scratch_offset + round_up(c.scratch_bytes, kWorkspaceAlign);
+  c.workspace_bytes = c.lt_offset + c.lt_workspace_bytes;
+  return "";
+}
+
+inline std::string why_not_gemm_1x1(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                    int64_t budget, ConvConfig& c) {
+  for (int d = 0; d < p.spatial; ++d) {
+    if (p.kernel_size[d] != 1) return "the kernel is not 1x1";
+    if (p.stride[d] != 1) return "a stride is not 1";
+    if (p.padding_lo[d] != 0 || p.padding_hi[d] != 0) return "there is padding";
+    if (p.input_dilation[d] != 1) return "an input dilation is not 1";
+  }
+  if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
+  c.x_row_stride = position_stride(p.x);
+  if (c.x_row_stride < 0) return "x's batch and spatial dims do not merge into one stride";
+  if (c.x_row_stride != 0 && c.x_row_stride < p.in_channels) return "x's positions overlap";
+  const std::string common = why_not_gemm_common(p, c);
+  if (!common.empty()) return common;
+  // B spans (rows - 1) * ldb + c elements, D (rows - 1) * ldd + o.
+  const int64_t span_rows = std::min(rows_within_span(c.x_row_stride, p.in_channels),
+                                     rows_within_span(c.out_row_stride, p.out_channels));
+  const std::string plan = plan_chunks(p, budget, 0, span_rows, c);
+  if (!plan.empty()) return plan;
+  c.unfold_row_elements = 0;
+  c.block = 256;  // the bias pass, when there is one
+  c.grid_cap = max_blocks(dev);
+  c.grid = grid_for(c.chunk_rows * p.out_channels, c.block, c.grid_cap);
+  return "";
+}
+
+// Widest vector (elements) for copying runs of `run` channels of x with unit channel stride:
+// 16, 8 or 4 bytes when the run, every other stride of x and its address allow it.
+inline int vector_width_for(const detail::ConvProblem& p, int64_t run) {
+  const int64_t esize = elem_size(p.x.dtype);
+  if (channel_stride(p.x) != 1 && p.in_channels > 1) return 1;
+  const int alignment = pointer_alignment(p.x.data);
+  for (int64_t bytes = 16; bytes > esize; bytes /= 2) {
+    const int64_t v = bytes / esize;
+    bool ok = run % v == 0 && alignment >= bytes;
+    for (int i = 0; i + 1 < p.x.rank; ++i) ok = ok && (p.x.strides[i] % v == 0 || p.x.shape[i] == 1);
+    if (ok) return static_cast<int>(v);
+  }
+  return 1;
+}
+
+inline std::string why_not_unfold(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                  int64_t budget, ConvConfig& c) {
+  const std::string common = why_not_gemm_common(p, c);
+  if (!common.empty()) return common;
+  const int64_t row = p.kernel_positions() * p.in_channels;  // [groups][taps][c/groups]
+  if (row > kMaxGemmSpan) return "one unfold row has more than 2^31 - 1 elements";
+  c.unfold_row_elements = row;
+  // B spans (rows - 1) * row + row elements, D (rows - 1) * ldd + o.
+  const int64_t span_rows = std::min(rows_within_span(row, row),
+                                     rows_within_span(c.out_row_stride, p.out_channels));
+  const std::string plan = plan_chunks(p, budget, row * elem_size(p.x.dtype), span_rows, c);
+  if (!plan.empty()) return plan;
+  c.vector = vector_width_for(p, p.in_channels_per_group);
+  c.block = 256;
+  c.grid_cap = max_blocks(dev);
+  c.grid = grid_for(c.chunk_rows * (row / c.vector), c.block, c.grid_cap);
+  return "";
+}
+
+// ---- Configurations of each path ------------------------------------------------------------
+
+inline ConvConfig direct_config(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                const std::string& algo, const std::string& reason) {
+  ConvConfig c;
+  c.path = ConvPath::direct;
+  c.algo = algo;
+  c.reason = reason;
+  c.block = kDirectBlock;
+  c.grid_cap = max_blocks(dev);
+  c.grid = grid_for(p.out_positions() * p.out_channels, c.block, c.grid_cap);
+  return c;
+}
+
+// Depthwise kernel (conv_depthwise.cuh): `vector` output channels per thread (the widest, up to
+// kDepthwiseMaxVector, that divides o and suits out's alignment), kDepthwiseTile outputs along the last spatial dim, tiles
+// of up to 32 channel vectors x (256 / that) strips, weights of a tile's channels staged in
+// shared memory as fp32 [tap][channel].
+inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                   const std::string& algo, const std::string& reason) {
+  ConvConfig c;
+  c.path = ConvPath::depthwise;
+  c.algo = algo;
+  c.reason = reason;
+  const int64_t ex = elem_size(p.x.dtype), eo = elem_size(p.out.dtype);
+  const int64_t taps = p.kernel_positions();
+  int64_t v = 1;
+  for (int64_t bytes = kDepthwiseMaxVector * ex; bytes > ex; bytes /= 2) {
+    const int64_t width = bytes / ex;
+    bool ok = p.out_channels % width == 0 &&
+              pointer_alignment(p.out.data) >= std::min<int64_t>(16, width * eo);
+    for (int i = 0; i + 1 < p.out.rank; ++i) {
+      ok = ok && (p.out.strides[i] % width == 0 || p.out.shape[i] == 1);
+    }
+    if (ok) {
+      v = width;
+      break;
+    }
+  }
+  int64_t cvt = std::min<int64_t>(p.out_channels / v, 32);
+  while (taps * cvt * v * 4 > kMaxKernelSmem) {
+    if (cvt > 1) {
+      cvt = ceil_div(cvt, 2);
+    } else {
+      v /= 2;  // why_not_depthwise guarantees taps * 4 fits
+    }
+  }
+  DepthwiseTiling& t = c.depthwise;
+  t.channel_vectors = p.out_channels / v;
+  t.cvt = std::min(cvt, t.channel_vectors);
+  t.spb = std::max<int64_t>(1, 256 / t.cvt);
+  const int64_t last = p.out_size[p.spatial - 1];
+  t.strips_per_row = ceil_div(last, kDepthwiseTile);
+  t.strips = p.out_positions() / last * t.strips_per_row;
+  t.channel_tiles = ceil_div(t.channel_vectors, t.cvt);
+  t.strip_tiles = ceil_div(t.strips, t.spb);
+  t.x_vector = p.out_channels_per_group == 1 && v > 1 && vector_width_for(p, v) == v;
+  c.vector = static_cast<int>(v);
+  c.tile = kDepthwiseTile;
+  c.block = static_cast<int>(t.cvt * t.spb);
+  c.grid_cap = max_blocks(dev);
+  c.grid = grid_for(t.tiles(), 1, c.grid_cap);
+  c.smem_bytes = taps * t.cvt * v * 4;
+  return c;
+}
+
+// Small-o kernel (conv_small_o.cuh): `lanes` lanes share a strip of kSmallOPositions outputs
+// along the last spatial dim, each reducing every lanes-th vector of `vector` channels for all o
+// outputs, with the whole weight staged in shared memory in x's type.
+inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                 const std::string& algo, const std::string& reason) {
+  ConvConfig c;
+  c.path = ConvPath::small_o;
+  c.algo = algo;
+  c.reason = reason;
+  c.vector = vector_width_for(p, p.in_channels);
+  // acc[4][8] with 16-byte vectors would spill: o > 4 reads 8-byte vectors.
+  if (p.out_channels > 4 && c.vector * elem_size(p.x.dtype) > 8) c.vector /= 2;
+  SmallOTiling& t = c.small_o;
+  t.channel_vectors = p.in_channels / c.vector;
+  int lanes_log2 = 0;
+  while (lanes_log2 < 5 && (int64_t{1} << lanes_log2) < t.channel_vectors) ++lanes_log2;
+  t.lanes_log2 = lanes_log2;
+  c.lanes = 1 << lanes_log2;
+  c.block = 256;
+  c.tile = kSmallOPositions;
+  const int64_t last = p.out_size[p.spatial - 1];
+  t.strips_per_row = ceil_div(last, kSmallOPositions);
+  t.strips = p.out_positions() / last * t.strips_per_row;
+  t.strips_per_block = c.block / c.lanes;
+  c.grid_cap = max_blocks(dev);
+  c.grid = grid_for(t.strips, t.strips_per_block, c.grid_cap);
+  c.smem_bytes = small_o_weight_bytes(p);
+  return c;
+}
+
+// ---- Selection --------------------------------------------------------------------------------
+
+inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                     const ConvRequest& request) {
+  const std::string& algo = request.algo;
+  if (!is_known_algo(algo)) {
+    detail::fail(kOp, request.algo_origin,
+                 "'" + algo + "': must be one of auto, direct, depthwise, gemm, reference");
+  }
+  const auto cannot = [&](const std::string& why) {
+    detail::fail(kOp, request.algo_origin, "'" + algo + "': cannot serve this problem: " + why);
+  };
+  if (algo == "reference") {
+    return direct_config(p, dev, algo, "algo 'reference' forces the generic direct kernel");
+  }
+
+  const std::string no_depthwise = why_not_depthwise(p);
+  if (algo == "depthwise") {
+    if (!no_depthwise.empty()) cannot(no_depthwise);
+    return depthwise_config(p, dev, algo, "algo 'depthwise' requested");
+  }
+  const std::string no_small_o = why_not_small_o(p);
+  if (algo == "direct") {
+    if (no_depthwise.empty()) return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
+    if (no_small_o.empty()) return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)");
+    return direct_config(p, dev, algo, "algo 'direct': generic direct kernel (depthwise: " +
+                                           no_depthwise + "; small-o: " + no_small_o + ")");
+  }
+
+  const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
+  ConvConfig gemm;
+  gemm.algo = algo;
+  std::string no_1x1 = why_not_gemm_1x1(p, dev, budget, gemm);
+  if (no_1x1.empty()) {
+    gemm.path = ConvPath::gemm_1x1;
+    gemm.reason = "1x1 kernel, stride 1, no padding: x is the GEMM operand (no unfold)";
+  }
+  std::string no_unfold;
+  if (!no_1x1.empty()) {
+    gemm = ConvConfig{};
+    gemm.algo = algo;
+    no_unfold = why_not_unfold(p, dev, budget, gemm);
+    if (no_unfold.empty()) {
+      gemm.path = ConvPath::unfold_gemm;
+      gemm.reason = "unfold + cuBLASLt GEMM in " + std::to_string(gemm.chunks) + " chunk(s) of " +
+                    std::to_string(gemm.chunk_rows) + " output rows";
+    }
+  }
+  if (algo == "gemm") {
+    if (!no_1x1.empty() && !no_unfold.empty()) {
+      cannot("1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold);
+    }
+    gemm.reason = "algo 'gemm': " + gemm.reason;
+    return gemm;
+  }
+
+  // auto
+  if (no_depthwise.empty()) {
+    return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
+  }
+  if (no_small_o.empty()) {
+    return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel");
+  }
+  if (no_1x1.empty() || no_unfold.empty()) {
+    if (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1) return gemm;
+    (no_1x1.empty() ? no_1x1 : no_unfold) =
+        "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
+  }
+  return direct_config(p, dev, algo, "generic direct kernel (1x1 GEMM: " + no_1x1 +
+                                         "; unfold + GEMM: " + no_unfold + ")");
+}
+
+// ---- GEMM operands ----------------------------------------------------------------------------
+
+// One cuBLASLt call of a GEMM path for output rows [row0, row0 + rows), in cuBLASLt's
+// column-major terms, batched over the groups (batch index g):
+//   D_g[m, n] = A_g^T[m, k] * B_g[k, n]
+//   A_g: weight rows g*opg.. (k x m, ld lda), B_g: the unfold buffer or x's positions (k x n,
+//   ld ldb), D_g: out's positions (m x n, ld ldd); m = opg, n = rows, k = taps * c/groups.
+// Offsets are in elements from the tensor's (or the unfold buffer's) data pointer.
+struct GemmCall {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t lda = 0, a_batch_stride = 0;
+  int64_t b_offset = 0, ldb = 0, b_batch_stride = 0;
+  // D: out's rows, or with BiasMode::scratch the f32 scratch [rows][o] (offset from its start).
+  bool d_scratch = false;
+  int64_t d_offset = 0, ldd = 0, d_batch_stride = 0;
+  int64_t bias_batch_stride = 0;  // BiasMode::epilogue
+  // out's rows of this call (for the bias pass): out + out_offset, row stride out_ld.
+  int64_t out_offset = 0, out_ld = 0;
+};
+
+inline GemmCall gemm_call(const detail::ConvProblem& p, const ConvConfig& c, int64_t row0,
+                          int64_t rows) {
+  GemmCall g;
+  const int64_t cpg = p.in_channels_per_group, opg = p.out_channels_per_group;
+  g.m = opg;
+  g.n = rows;
+  g.k = p.kernel_positions() * cpg;
+  g.batch = p.groups;
+  g.lda = c.weight_row_stride;
+  g.a_batch_stride = opg * c.weight_row_stride;
+  if (c.path == ConvPath::unfold_gemm) {
+    g.b_offset = 0;
+    g.ldb = c.unfold_row_elements;
+    g.b_batch_stride = g.k;
+  } else {
+    g.ldb = c.x_row_stride != 0 ? c.x_row_stride : p.in_channels;
+    g.b_offset = row0 * g.ldb;
+    g.b_batch_stride = cpg;
+  }
+  g.out_ld = c.out_row_stride != 0 ? c.out_row_stride : p.out_channels;
+  g.out_offset = row0 * g.out_ld;
+  g.d_scratch = c.bias == BiasMode::scratch;
+  g.ldd = g.d_scratch ? p.out_channels : g.out_ld;
+  g.d_offset = g.d_scratch ? 0 : g.out_offset;
+  g.d_batch_stride = opg;
+  g.bias_batch_stride = c.bias == BiasMode::epilogue ? opg * p.bias.strides[0] : 0;
+  return g;
+}
+
+}  // namespace gemmkit::cuda::conv_impl

@@ -1,0 +1,1128 @@
+// Host tests of the CUDA convolution's pure logic (conv_geometry.h, conv_config.h): launch limits
+// and exact coverage of every grid-stride mapping, path selection and its errors, chunking of
+// huge problems, and a host emulation of the unfold + GEMM path (unfold_source and gemm_call,
+// the very functions the kernels and the cuBLASLt calls use) against the double reference.
+// Runs without a GPU and without CUDA.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/problems.h"
+#include "cuda/conv/conv_config.h"
+#include "cuda/conv/conv_geometry.h"
+#include "gemmkit/gemmkit.h"
+#include "reference_double.h"
+
+namespace gemmkit::cuda::conv_impl {
+namespace {
+
+using detail::ConvProblem;
+
+const DeviceDescription kH200{};  // defaults: sm_90, 132 SMs, grid limits of CUDA
+
+// ---- Building problems (as src/api does, from shapes and parameters) ----------------------
+
+struct Spec {
+  std::vector<int64_t> x_shape, w_shape;
+  ConvParams params;
+  DType dtype = DType::bf16;
+  DType out_dtype = DType::bf16;
+  bool bias = false;
+};
+
+// Addresses of fake tensors: 256-byte aligned, never dereferenced.
+void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+ConvProblem make_problem(const Spec& s, void* x = fake(0x10000000), void* w = fake(0x20000000),
+                         void* bias = fake(0x30000000), void* out = fake(0x40000000)) {
+  ConvProblem p;
+  const int spatial = static_cast<int>(s.x_shape.size()) - 2;
+  const std::vector<int64_t> out_shape = conv_output_shape(s.x_shape, s.w_shape, s.params);
+  const gemmkit_test::ConvDims dims = gemmkit_test::expand_params(s.params, spatial);
+  p.spatial = spatial;
+  p.batch = s.x_shape.front();
+  p.in_channels = s.x_shape.back();
+  p.out_channels = s.w_shape.front();
+  p.groups = s.params.groups;
+  p.in_channels_per_group = p.in_channels / p.groups;
+  p.out_channels_per_group = p.out_channels / p.groups;
+  for (int d = 0; d < spatial; ++d) {
+    const auto i = static_cast<std::size_t>(d + 1);
+    p.in_size[d] = s.x_shape[i];
+    p.kernel_size[d] = s.w_shape[i];
+    p.out_size[d] = out_shape[i];
+    p.stride[d] = dims.stride[d];
+    p.padding_lo[d] = dims.pad_lo[d];
+    p.padding_hi[d] = dims.pad_hi[d];
+    p.kernel_dilation[d] = dims.kdil[d];
+    p.input_dilation[d] = dims.idil[d];
+  }
+  p.flip = s.params.flip;
+  const Device gpu = Device::cuda(0);
+  p.x = Tensor::contiguous(x, s.dtype, gpu, s.x_shape);
+  p.weight = Tensor::contiguous(w, s.dtype, gpu, s.w_shape);
+  p.has_bias = s.bias;
+  if (s.bias) p.bias = Tensor::contiguous(bias, s.dtype, gpu, {p.out_channels});
+  p.out = Tensor::contiguous(out, s.out_dtype, gpu, out_shape);
+  return p;
+}
+
+ConvRequest request(const std::string& algo = "auto",
+                    int64_t workspace = kDefaultWorkspaceBytes) {
+  return resolve_request(algo, "", workspace, "");
+}
+
+// Every launch limit of a configuration.
+void expect_within_limits(const ConvConfig& c) {
+  SCOPED_TRACE(to_string(c));
+  EXPECT_FALSE(c.reason.empty());
+  EXPECT_GE(c.grid.x, 1u);
+  EXPECT_LE(int64_t{c.grid.x}, kMaxGridX);
+  EXPECT_LE(int64_t{c.grid.x}, c.grid_cap);
+  EXPECT_EQ(c.grid.y, 1u);
+  EXPECT_EQ(c.grid.z, 1u);
+  EXPECT_GE(c.block, 1);
+  EXPECT_LE(c.block, kMaxBlockThreads);
+  EXPECT_LE(c.smem_bytes, kMaxKernelSmem);
+  if (c.path == ConvPath::depthwise) {
+    EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb);
+    EXPECT_LE(c.depthwise.cvt, 32);
+  }
+  if (c.path == ConvPath::gemm_1x1 || c.path == ConvPath::unfold_gemm) {
+    EXPECT_GE(c.chunk_rows, 1);
+    EXPECT_LE(c.chunk_rows, kMaxGemmRows);
+    EXPECT_LE(c.workspace_bytes, c.workspace_budget);
+    EXPECT_GE(c.scratch_offset, c.unfold_bytes);
+    EXPECT_GE(c.lt_offset, c.scratch_offset + c.scratch_bytes);
+    EXPECT_EQ(c.workspace_bytes, c.lt_offset + c.lt_workspace_bytes);
+    EXPECT_EQ(c.scratch_offset % kWorkspaceAlign, 0);
+    EXPECT_EQ(c.lt_offset % kWorkspaceAlign, 0);
+  }
+}
+
+// The GEMM calls of a GEMM-path configuration: every row covered once, every operand span
+// within kMaxGemmSpan, every cuBLASLt dimension within its bounds.
+void expect_gemm_chunks_valid(const ConvProblem& p, const ConvConfig& c) {
+  SCOPED_TRACE(to_string(c));
+  ASSERT_TRUE(c.path == ConvPath::gemm_1x1 || c.path == ConvPath::unfold_gemm);
+  const int64_t positions = p.out_positions();
+  EXPECT_EQ(c.scratch_bytes,
+            c.bias == BiasMode::scratch ? c.chunk_rows * p.out_channels * 4 : int64_t{0});
+  EXPECT_GE(c.chunks * c.chunk_rows, positions);
+  EXPECT_LT((c.chunks - 1) * c.chunk_rows, positions);
+  // Checking the first two and the last chunk covers every distinct (offset, rows) shape.
+  std::vector<int64_t> chunks{0, c.chunks - 1};
+  if (c.chunks > 1) chunks.push_back(1);
+  for (const int64_t chunk : chunks) {
+    const int64_t row0 = chunk * c.chunk_rows;
+    const int64_t rows = std::min(c.chunk_rows, positions - row0);
+    ASSERT_GE(rows, 1);
+    const GemmCall g = gemm_call(p, c, row0, rows);
+    EXPECT_EQ(g.m, p.out_channels_per_group);
+    EXPECT_EQ(g.n, rows);
+    EXPECT_EQ(g.k, p.kernel_positions() * p.in_channels_per_group);
+    EXPECT_LE(g.batch, kMaxGemmBatch);
+    EXPECT_GE(g.lda, g.k);
+    EXPECT_GE(g.ldb, g.k);
+    EXPECT_GE(g.ldd, g.m);
+    EXPECT_LE(operand_span(g.k, g.m, g.lda, g.batch, g.a_batch_stride), kMaxGemmSpan);
+    EXPECT_LE(operand_span(g.k, g.n, g.ldb, g.batch, g.b_batch_stride), kMaxGemmSpan);
+    EXPECT_LE(operand_span(g.m, g.n, g.ldd, g.batch, g.d_batch_stride), kMaxGemmSpan);
+    EXPECT_LE(operand_span(g.m, g.n, g.out_ld, g.batch, g.d_batch_stride), kMaxGemmSpan);
+    EXPECT_EQ(g.d_scratch, c.bias == BiasMode::scratch);
+    EXPECT_EQ(g.out_offset, row0 * g.out_ld);
+    if (g.d_scratch) {
+      EXPECT_EQ(g.d_offset, 0);
+      EXPECT_EQ(g.ldd, p.out_channels);
+    }
+    if (c.path == ConvPath::unfold_gemm) {
+      EXPECT_EQ(g.b_offset, 0);
+      EXPECT_LE(rows * c.unfold_row_elements * elem_size(p.x.dtype), c.unfold_bytes);
+    }
+  }
+}
+
+// ---- Launch geometry ----------------------------------------------------------------------
+
+TEST(ConvGeometry, GridForRespectsEveryLimit) {
+  const int64_t counts[] = {0,
+                            1,
+                            255,
+                            256,
+                            257,
+                            int64_t{1} << 16,
+                            (int64_t{1} << 16) * 256,
+                            int64_t{1} << 31,
+                            (int64_t{1} << 31) * 70000,
+                            int64_t{1} << 40,
+                            int64_t{1} << 62};
+  const int64_t caps[] = {1, 2112, kMaxGridX, std::numeric_limits<int64_t>::max()};
+  for (const int64_t count : counts) {
+    for (const int64_t block : {1, 32, 256, 1024}) {
+      for (const int64_t cap : caps) {
+        const LaunchGrid grid = grid_for(count, block, cap);
+        SCOPED_TRACE("count " + std::to_string(count) + " block " + std::to_string(block) +
+                     " cap " + std::to_string(cap));
+        EXPECT_GE(grid.x, 1u);
+        EXPECT_LE(int64_t{grid.x}, std::min(cap, kMaxGridX));
+        EXPECT_LE(int64_t{grid.x}, std::max<int64_t>(1, ceil_div(std::max<int64_t>(count, 1), block)));
+        EXPECT_EQ(grid.y, 1u);
+        EXPECT_EQ(grid.z, 1u);
+        const int64_t iterations = grid_iterations(count, grid.x, block);
+        // Every item is reached: the last iteration's first item is still < count.
+        if (count > 0) {
+          EXPECT_GE(iterations * int64_t{grid.x} * block, count);
+          EXPECT_LT((iterations - 1) * int64_t{grid.x} * block, count);
+          // The largest index any thread forms stays far from int64 overflow.
+          EXPECT_LT(grid_stride_index(grid.x - 1, block - 1, iterations - 1, grid.x, block),
+                    count + int64_t{grid.x} * block);
+        }
+      }
+    }
+  }
+}
+
+// Simulates the kernels' loop `for (it = 0;; ++it) { e = grid_stride_index(...); if (e >=
+// count) break; ... }` over every (block, thread, iteration) of scaled-down grids.
+TEST(ConvGeometry, GridStrideCoversEachItemExactlyOnce) {
+  for (const int64_t count : {1, 7, 31, 32, 33, 255, 256, 257, 1000, 4099}) {
+    for (const int64_t block : {1, 32, 64, 256}) {
+      for (const int64_t cap : {1, 3, 16, 1 << 20}) {
+        const LaunchGrid grid = grid_for(count, block, cap);
+        std::vector<int> hits(static_cast<std::size_t>(count), 0);
+        int64_t max_iterations = 0;
+        for (int64_t b = 0; b < int64_t{grid.x}; ++b) {
+          for (int64_t t = 0; t < block; ++t) {
+            for (int64_t it = 0;; ++it) {
+              const int64_t e = grid_stride_index(b, t, it, grid.x, block);
+              if (e >= count) break;
+              ++hits[static_cast<std::size_t>(e)];
+              max_iterations = std::max(max_iterations, it + 1);
+            }
+          }
+        }
+        for (int64_t e = 0; e < count; ++e) {
+          ASSERT_EQ(hits[static_cast<std::size_t>(e)], 1)
+              << "item " << e << " count " << count << " block " << block << " cap " << cap;
+        }
+        EXPECT_EQ(max_iterations, grid_iterations(count, grid.x, block));
+      }
+    }
+  }
+}
+
+TEST(ConvGeometry, DivNonnegMatchesDivision) {
+  const int64_t values[] = {0, 1, 2, 3, 7, 255, 65535, (int64_t{1} << 31) - 1, int64_t{1} << 31,
+                            (int64_t{1} << 32) + 5, int64_t{1} << 40, (int64_t{1} << 62) + 3};
+  for (const int64_t a : values) {
+    for (const int64_t b : values) {
+      if (b == 0) continue;
+      EXPECT_EQ(div_nonneg(a, b), a / b) << a << " / " << b;
+    }
+  }
+}
+
+// tap_source against the definition: materialize the dilated, padded input's index map.
+TEST(ConvGeometry, TapSourceMatchesTheDefinition) {
+  int checked = 0;
+  for (int64_t in = 1; in <= 5; ++in)
+    for (int64_t kernel = 1; kernel <= 3; ++kernel)
+      for (int64_t stride = 1; stride <= 3; ++stride)
+        for (int64_t lo = -2; lo <= 3; ++lo)
+          for (int64_t hi = -2; hi <= 2; ++hi)
+            for (int64_t kdil = 1; kdil <= 2; ++kdil)
+              for (int64_t idil = 1; idil <= 3; ++idil) {
+                const int64_t padded = (in - 1) * idil + 1 + lo + hi;
+                const int64_t extent = (kernel - 1) * kdil + 1;
+                if (padded < extent) continue;
+                const int64_t out = (padded - extent) / stride + 1;
+                std::vector<int64_t> source(static_cast<std::size_t>(padded), -1);
+                for (int64_t i = 0; i < in; ++i) {
+                  const int64_t z = i * idil + lo;
+                  if (z >= 0 && z < padded) source[static_cast<std::size_t>(z)] = i;
+                }
+                ConvGeometry g;
+                g.in[2] = in;
+                g.kernel[2] = kernel;
+                g.out[2] = out;
+                g.stride[2] = stride;
+                g.pad_lo[2] = lo;
+                g.kdil[2] = kdil;
+                g.idil[2] = idil;
+                for (int64_t o = 0; o < out; ++o) {
+                  for (int64_t t = 0; t < kernel; ++t) {
+                    const int64_t z = o * stride + t * kdil;
+                    ASSERT_LT(z, padded);
+                    int64_t i = -7;
+                    const bool real = tap_source(g, 2, o, t, i);
+                    ASSERT_EQ(real, source[static_cast<std::size_t>(z)] >= 0)
+                        << "in " << in << " k " << kernel << " s " << stride << " pad " << lo
+                        << "/" << hi << " kdil " << kdil << " idil " << idil << " o " << o
+                        << " t " << t;
+                    if (real) {
+                      ASSERT_EQ(i, source[static_cast<std::size_t>(z)]);
+                    }
+                    ++checked;
+                  }
+                }
+              }
+  EXPECT_GT(checked, 10000);
+}
+
+TEST(ConvGeometry, NormalizeWidensLeadingDims) {
+  Spec s;
+  s.x_shape = {2, 100, 8};
+  s.w_shape = {16, 3, 8};
+  s.params.padding_lo = {2};
+  s.params.stride = {2};
+  const ConvGeometry g = normalize(make_problem(s));
+  EXPECT_EQ(g.in[0], 1);
+  EXPECT_EQ(g.in[1], 1);
+  EXPECT_EQ(g.in[2], 100);
+  EXPECT_EQ(g.kernel[2], 3);
+  EXPECT_EQ(g.stride[2], 2);
+  EXPECT_EQ(g.pad_lo[2], 2);
+  EXPECT_EQ(g.out[2], (100 + 2 - 3) / 2 + 1);
+  EXPECT_EQ(g.x_stride[0], 800);
+  EXPECT_EQ(g.x_stride[1], 0);
+  EXPECT_EQ(g.x_stride[2], 0);
+  EXPECT_EQ(g.x_stride[3], 8);
+  EXPECT_EQ(g.x_stride[4], 1);
+  EXPECT_EQ(g.w_stride[0], 24);
+  EXPECT_EQ(g.w_stride[3], 8);
+  EXPECT_EQ(g.positions(), 2 * g.out[2]);
+  EXPECT_EQ(g.kernel_positions(), 3);
+
+  Spec s3;
+  s3.x_shape = {1, 5, 6, 7, 4};
+  s3.w_shape = {4, 3, 2, 1, 4};
+  const ConvGeometry g3 = normalize(make_problem(s3));
+  EXPECT_EQ(g3.in[0], 5);
+  EXPECT_EQ(g3.in[1], 6);
+  EXPECT_EQ(g3.in[2], 7);
+  EXPECT_EQ(g3.x_stride[1], 6 * 7 * 4);
+  EXPECT_EQ(g3.kernel_positions(), 6);
+}
+
+TEST(ConvGeometry, DecodeRoundTrips) {
+  ConvGeometry g;
+  g.batch = 3;
+  g.out[0] = 2;
+  g.out[1] = 5;
+  g.out[2] = 7;
+  g.kernel[0] = 2;
+  g.kernel[1] = 3;
+  g.kernel[2] = 4;
+  for (int64_t p = 0; p < g.positions(); ++p) {
+    const OutCoord c = decode_position(g, p);
+    EXPECT_EQ(((c.n * 2 + c.d[0]) * 5 + c.d[1]) * 7 + c.d[2], p);
+    EXPECT_LT(c.d[0], 2);
+    EXPECT_LT(c.d[1], 5);
+    EXPECT_LT(c.d[2], 7);
+  }
+  for (int64_t t = 0; t < g.kernel_positions(); ++t) {
+    const Tap k = decode_tap(g, t);
+    EXPECT_EQ((k.d[0] * 3 + k.d[1]) * 4 + k.d[2], t);
+  }
+  // Positions beyond 2^32 decode with 64-bit arithmetic.
+  g.batch = int64_t{1} << 20;
+  g.out[0] = 1 << 10;
+  g.out[1] = 1 << 10;
+  g.out[2] = 3;
+  const int64_t big = g.positions() - 2;
+  const OutCoord c = decode_position(g, big);
+  EXPECT_EQ(((c.n * g.out[0] + c.d[0]) * g.out[1] + c.d[1]) * g.out[2] + c.d[2], big);
+}
+
+TEST(ConvGeometry, MergedStrides) {
+  const int64_t shape[] = {2, 3, 4};
+  const int64_t contiguous[] = {12, 4, 1};
+  EXPECT_EQ(merged_stride(shape, contiguous, 3), 1);
+  const int64_t padded_rows[] = {24, 8, 1};  // dim 1 steps 8 > 4: no single stride
+  EXPECT_EQ(merged_stride(shape, padded_rows, 3), -1);
+  const int64_t scaled[] = {120, 40, 10};  // one stride of 10 over all 24 positions
+  EXPECT_EQ(merged_stride(shape, scaled, 3), 10);
+  const int64_t ones_shape[] = {1, 1, 1};
+  EXPECT_EQ(merged_stride(ones_shape, contiguous, 3), 0);
+  const int64_t inner_one_shape[] = {2, 3, 1};  // size-1 dims take any stride
+  const int64_t inner_one[] = {3, 1, 999};
+  EXPECT_EQ(merged_stride(inner_one_shape, inner_one, 3), 1);
+  const int64_t permuted[] = {1, 8, 2};
+  EXPECT_EQ(merged_stride(shape, permuted, 3), -1);
+}
+
+TEST(ConvGeometry, WeightRowStride) {
+  Spec s;
+  s.x_shape = {1, 8, 8, 6};
+  s.w_shape = {4, 3, 3, 6};
+  ConvProblem p = make_problem(s);
+  EXPECT_EQ(weight_row_stride(p), 54);
+  p.weight.strides[0] = 64;  // rows padded to 64 elements: fine
+  EXPECT_EQ(weight_row_stride(p), 64);
+  p.weight.strides[0] = 50;  // rows overlap
+  EXPECT_EQ(weight_row_stride(p), -1);
+  p = make_problem(s);
+  p.weight.strides[3] = 2;  // channels not contiguous
+  EXPECT_EQ(weight_row_stride(p), -1);
+  p = make_problem(s);
+  std::swap(p.weight.strides[1], p.weight.strides[2]);  // kernel dims permuted
+  EXPECT_EQ(weight_row_stride(p), -1);
+  Spec one;  // depthwise 1x1 with multiplier 2: rows of one element
+  one.x_shape = {1, 4, 4, 3};
+  one.w_shape = {6, 1, 1, 1};
+  one.params.groups = 3;
+  ConvProblem q = make_problem(one);
+  q.weight.strides[3] = 77;  // a row of one element: any channel stride
+  EXPECT_EQ(weight_row_stride(q), 1);
+}
+
+TEST(ConvGeometry, Alignment) {
+  EXPECT_EQ(address_alignment(0), 256);
+  EXPECT_EQ(address_alignment(0x1000), 256);
+  EXPECT_EQ(address_alignment(0x1010), 16);
+  EXPECT_EQ(address_alignment(6), 2);
+  EXPECT_EQ(address_alignment(7), 1);
+  EXPECT_EQ(pointer_alignment(fake(0x1008)), 8);
+}
+
+// ---- Depthwise and small-o tilings: exact coverage ---------------------------------------
+
+// Simulates conv_depthwise_kernel's loop over tiles and threads.
+void expect_depthwise_coverage(const ConvProblem& p) {
+  const ConvConfig c = select_conv_config(p, kH200, request("depthwise"));
+  ASSERT_EQ(c.path, ConvPath::depthwise);
+  expect_within_limits(c);
+  const DepthwiseTiling& t = c.depthwise;
+  SCOPED_TRACE(to_string(c));
+  EXPECT_EQ(t.channel_vectors * c.vector, p.out_channels);
+  EXPECT_EQ(t.strips_per_row, ceil_div(p.out_size[p.spatial - 1], kDepthwiseTile));
+  EXPECT_EQ(c.smem_bytes, p.kernel_positions() * t.cvt * c.vector * 4);
+  std::vector<int> hits(static_cast<std::size_t>(t.channel_vectors * t.strips), 0);
+  for (int64_t b = 0; b < int64_t{c.grid.x}; ++b) {
+    for (int64_t it = 0;; ++it) {
+      const int64_t tile = grid_stride_index(b, 0, it, c.grid.x, 1);
+      if (tile >= t.tiles()) break;
+      for (int64_t ty = 0; ty < t.spb; ++ty) {
+        for (int64_t tx = 0; tx < t.cvt; ++tx) {
+          const DepthwiseItem item = depthwise_item(t, tile, tx, ty);
+          if (!item.valid) continue;
+          ++hits[static_cast<std::size_t>(item.strip * t.channel_vectors + item.channel_vector)];
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "item " << i;
+}
+
+TEST(ConvTiling, DepthwiseCoversEachOutputOnce) {
+  for (const int64_t c : {1, 3, 8, 96, 144, 384, 520}) {
+    for (const int64_t mult : {1, 2, 3}) {
+      Spec s;
+      s.x_shape = {2, 9, 13, c};
+      s.w_shape = {c * mult, 3, 3, 1};
+      s.params.groups = c;
+      s.params.padding_lo = {1};
+      s.params.padding_hi = {1};
+      expect_depthwise_coverage(make_problem(s));
+    }
+  }
+  Spec big_kernel;  // 11x11: fewer channel vectors per tile (shared memory <= 48 KiB), and
+                    // wider than the register window
+  big_kernel.x_shape = {1, 20, 20, 4096};
+  big_kernel.w_shape = {4096, 11, 11, 1};
+  big_kernel.params.groups = 4096;
+  expect_depthwise_coverage(make_problem(big_kernel));
+  Spec conv1d;  // Mamba's causal conv1d
+  conv1d.x_shape = {2, 37, 64};
+  conv1d.w_shape = {64, 4, 1};
+  conv1d.params.groups = 64;
+  conv1d.params.padding_lo = {3};
+  conv1d.params.padding_hi = {0};
+  expect_depthwise_coverage(make_problem(conv1d));
+}
+
+// Simulates conv_small_o_kernel's loop: warps stop together, inactive lanes only shuffle.
+TEST(ConvTiling, SmallOCoversEachStripOnce) {
+  for (const int64_t c : {2, 3, 16, 24, 128, 1000}) {
+    for (const int64_t width : {1, 3, 4, 5, 17}) {
+      Spec s;
+      s.x_shape = {2, 3, width, c};
+      s.w_shape = {3, 1, 1, c};
+      const ConvProblem p = make_problem(s);
+      const ConvConfig cfg = select_conv_config(p, kH200, request("direct"));
+      ASSERT_EQ(cfg.path, ConvPath::small_o) << to_string(cfg);
+      expect_within_limits(cfg);
+      const SmallOTiling& t = cfg.small_o;
+      const int lanes = 1 << t.lanes_log2;
+      EXPECT_EQ(lanes, cfg.lanes);
+      EXPECT_LE(lanes, 32);
+      EXPECT_GE(int64_t{lanes}, std::min<int64_t>(32, t.channel_vectors));
+      EXPECT_EQ(t.channel_vectors * cfg.vector, c);
+      EXPECT_EQ(t.strips, 2 * 3 * ceil_div(width, kSmallOPositions));
+      std::vector<int> hits(static_cast<std::size_t>(t.strips), 0);
+      for (int64_t b = 0; b < int64_t{cfg.grid.x}; ++b) {
+        for (int64_t thread = 0; thread < cfg.block; ++thread) {
+          const int64_t strip_in_block = thread >> t.lanes_log2;
+          const int64_t warp_first = (thread & ~int64_t{31}) >> t.lanes_log2;
+          for (int64_t it = 0;; ++it) {
+            if (grid_stride_index(b, warp_first, it, cfg.grid.x, t.strips_per_block) >= t.strips) {
+              break;
+            }
+            const int64_t strip =
+                grid_stride_index(b, strip_in_block, it, cfg.grid.x, t.strips_per_block);
+            if (strip < t.strips && (thread & (lanes - 1)) == 0) {
+              ++hits[static_cast<std::size_t>(strip)];
+            }
+          }
+        }
+      }
+      for (std::size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "strip " << i;
+    }
+  }
+}
+
+// ---- Selection ----------------------------------------------------------------------------
+
+Spec resnet_3x3(int64_t n = 8, int64_t hw = 56, int64_t c = 64, int64_t o = 64) {
+  Spec s;
+  s.x_shape = {n, hw, hw, c};
+  s.w_shape = {o, 3, 3, c};
+  s.params.padding_lo = {1};
+  s.params.padding_hi = {1};
+  return s;
+}
+
+TEST(ConvSelect, AutoPicksThePathThatFits) {
+  {
+    const ConvProblem p = make_problem(resnet_3x3());
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::unfold_gemm) << to_string(c);
+    expect_within_limits(c);
+    expect_gemm_chunks_valid(p, c);
+    EXPECT_EQ(c.chunks, 1);
+    EXPECT_EQ(c.vector, 8);  // 64 bf16 channels, 256-byte aligned: 16-byte copies
+  }
+  {
+    Spec s;
+    s.x_shape = {8, 56, 56, 256};
+    s.w_shape = {64, 1, 1, 256};
+    s.bias = true;
+    const ConvProblem p = make_problem(s);
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::gemm_1x1) << to_string(c);
+    EXPECT_EQ(c.bias, BiasMode::epilogue);
+    EXPECT_EQ(c.unfold_bytes, 0);
+    expect_gemm_chunks_valid(p, c);
+  }
+  {
+    Spec s;  // ConvNeXt depthwise 7x7
+    s.x_shape = {8, 56, 56, 96};
+    s.w_shape = {96, 7, 7, 1};
+    s.params.groups = 96;
+    s.params.padding_lo = {3};
+    s.params.padding_hi = {3};
+    const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
+    EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
+    EXPECT_EQ(c.vector, 4);
+    EXPECT_TRUE(c.depthwise.x_vector);
+    expect_within_limits(c);
+  }
+  {
+    Spec s;  // VAE conv_out: 128 -> 3
+    s.x_shape = {1, 64, 64, 128};
+    s.w_shape = {3, 3, 3, 128};
+    s.params.padding_lo = {1};
+    s.params.padding_hi = {1};
+    s.bias = true;
+    const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
+    EXPECT_EQ(c.path, ConvPath::small_o) << to_string(c);
+    EXPECT_EQ(c.vector, 8);
+    EXPECT_EQ(c.lanes, 16);
+    expect_within_limits(c);
+  }
+  {
+    Spec s;  // o = 5..8 reads 8-byte vectors (acc[4][8] with 16-byte ones would spill)
+    s.x_shape = {1, 8, 8, 128};
+    s.w_shape = {8, 3, 3, 128};
+    const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
+    EXPECT_EQ(c.path, ConvPath::small_o);
+    EXPECT_EQ(c.vector, 4);
+  }
+  {
+    Spec s;  // grouped (ResNeXt): one strided-batched GEMM over the 32 groups
+    s.x_shape = {8, 56, 56, 256};
+    s.w_shape = {256, 3, 3, 8};
+    s.params.groups = 32;
+    s.params.padding_lo = {1};
+    s.params.padding_hi = {1};
+    const ConvProblem p = make_problem(s);
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::unfold_gemm);
+    const GemmCall g = gemm_call(p, c, 0, c.chunk_rows);
+    EXPECT_EQ(g.batch, 32);
+    EXPECT_EQ(g.m, 8);
+    EXPECT_EQ(g.k, 72);
+    EXPECT_EQ(g.ldb, 9 * 256);
+    EXPECT_EQ(g.b_batch_stride, 72);
+    EXPECT_EQ(g.ldd, 256);
+    EXPECT_EQ(g.d_batch_stride, 8);
+    EXPECT_EQ(g.a_batch_stride, 8 * 72);
+    expect_gemm_chunks_valid(p, c);
+  }
+}
+
+TEST(ConvSelect, LayoutsTheGemmCannotTakeFallBackToDirect) {
+  {
+    ConvProblem p = make_problem(resnet_3x3());
+    std::swap(p.weight.strides[1], p.weight.strides[2]);  // kernel dims permuted
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::direct);
+    EXPECT_NE(c.reason.find("weight"), std::string::npos) << c.reason;
+    expect_within_limits(c);
+  }
+  {
+    ConvProblem p = make_problem(resnet_3x3(2, 8, 16, 16));
+    p.out.strides[1] *= 2;  // rows of the output have gaps: no single position stride
+    p.out.strides[0] *= 2;
+    EXPECT_EQ(position_stride(p.out), -1);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).path, ConvPath::direct);
+  }
+  {
+    Spec s = resnet_3x3(2, 8, 16, 16);
+    s.bias = true;
+    ConvProblem p = make_problem(s);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::epilogue);
+    p.bias.strides[0] = 2;  // strided bias with a bf16 output: no epilogue, f32 scratch
+    const ConvConfig scratch = select_conv_config(p, kH200, request());
+    EXPECT_EQ(scratch.path, ConvPath::unfold_gemm);
+    EXPECT_EQ(scratch.bias, BiasMode::scratch);
+    expect_gemm_chunks_valid(p, scratch);
+    p.out.dtype = DType::f32;  // f32 output: the bias pass adds in place
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::unfold_gemm);
+    EXPECT_EQ(c.bias, BiasMode::pass);
+    EXPECT_EQ(c.scratch_bytes, 0);
+  }
+  {
+    Spec s;  // odd o: unaligned bf16 output rows never take the epilogue
+    s.x_shape = {1, 8, 8, 16};
+    s.w_shape = {9, 3, 3, 16};
+    s.bias = true;
+    ConvProblem p = make_problem(s);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::scratch);
+    Spec s16 = s;  // o = 16 (32-byte rows), but out only 8-byte aligned: scratch too
+    s16.w_shape = {16, 3, 3, 16};
+    p = make_problem(s16);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::epilogue);
+    p.out.data = fake(0x40000008);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::scratch);
+    p.out.data = fake(0x40000010);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::epilogue);
+  }
+  {
+    Spec s = resnet_3x3(2, 8, 16, 16);
+    s.dtype = s.out_dtype = DType::f32;
+    s.bias = true;
+    const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
+    EXPECT_EQ(c.path, ConvPath::unfold_gemm);
+    EXPECT_EQ(c.bias, BiasMode::pass);  // f32 output: in place
+    EXPECT_EQ(c.vector, 4);
+  }
+  {
+    ConvProblem p = make_problem(resnet_3x3(2, 8, 16, 16));
+    p.x.data = fake(0x10000002);  // 2-byte aligned x: scalar unfold copies
+    EXPECT_EQ(select_conv_config(p, kH200, request()).vector, 1);
+    p.x.data = fake(0x10000008);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).vector, 4);
+  }
+}
+
+TEST(ConvSelect, WorkspaceBoundsTheUnfold) {
+  const ConvProblem p = make_problem(resnet_3x3(8, 56, 64, 64));
+  const int64_t row_bytes = 9 * 64 * 2;
+  for (const int64_t budget : {int64_t{1} << 20, int64_t{4} << 20, int64_t{256} << 20}) {
+    const ConvConfig c = select_conv_config(p, kH200, request("gemm", budget));
+    ASSERT_EQ(c.path, ConvPath::unfold_gemm) << to_string(c);
+    expect_within_limits(c);
+    expect_gemm_chunks_valid(p, c);
+    EXPECT_EQ(c.lt_workspace_bytes, std::min<int64_t>(kMaxLtWorkspaceBytes, budget / 8));
+    EXPECT_EQ(c.chunk_rows, std::min(p.out_positions(),
+                                     (budget - c.lt_workspace_bytes - 512) / row_bytes));
+  }
+  // A workspace below one unfold row: auto goes direct, forced gemm names the reason.
+  EXPECT_EQ(select_conv_config(p, kH200, request("auto", 1000)).path, ConvPath::direct);
+  EXPECT_EQ(select_conv_config(p, kH200, request("auto", 0)).path, ConvPath::direct);
+  try {
+    select_conv_config(p, kH200, request("gemm", 1000));
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("options.algo"), std::string::npos) << m;
+    EXPECT_NE(m.find("'gemm'"), std::string::npos) << m;
+    EXPECT_NE(m.find("workspace"), std::string::npos) << m;
+  }
+  // Chunks of fewer than kMinChunkRows rows: auto prefers the direct kernel.
+  const ConvConfig tiny = select_conv_config(p, kH200, request("auto", 100 * row_bytes));
+  EXPECT_EQ(tiny.path, ConvPath::direct) << to_string(tiny);
+  EXPECT_EQ(select_conv_config(p, kH200, request("gemm", 100 * row_bytes)).path,
+            ConvPath::unfold_gemm);
+}
+
+TEST(ConvSelect, ForcedAlgos) {
+  const ConvProblem p = make_problem(resnet_3x3(1, 8, 16, 16));
+  EXPECT_EQ(select_conv_config(p, kH200, request("reference")).path, ConvPath::direct);
+  EXPECT_EQ(select_conv_config(p, kH200, request("direct")).path, ConvPath::direct);
+  EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).path, ConvPath::unfold_gemm);
+  const auto expect_error = [](const ConvProblem& problem, const ConvRequest& r,
+                               const std::vector<std::string>& parts) {
+    try {
+      select_conv_config(problem, kH200, r);
+      ADD_FAILURE() << "expected an Error for algo " << r.algo;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      for (const std::string& part : parts) EXPECT_NE(m.find(part), std::string::npos) << m;
+    }
+  };
+  expect_error(p, request("depthwise"), {"options.algo", "'depthwise'", "groups (1) != c (16)"});
+  ConvRequest unknown;  // resolve_request rejects it already; select_conv_config does too
+  unknown.algo = "fastest";
+  expect_error(p, unknown, {"options.algo", "'fastest'", "must be one of"});
+  try {
+    resolve_request("", "winograd", -1, "");
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GEMMKIT_CONV_ALGO"), std::string::npos) << m;
+    EXPECT_NE(m.find("'winograd'"), std::string::npos) << m;
+  }
+  // Depthwise with a channel stride of 2 cannot take the depthwise kernel.
+  Spec dw;
+  dw.x_shape = {1, 8, 8, 16};
+  dw.w_shape = {16, 3, 3, 1};
+  dw.params.groups = 16;
+  ConvProblem q = make_problem(dw);
+  EXPECT_EQ(select_conv_config(q, kH200, request()).path, ConvPath::depthwise);
+  q.x.strides[3] = 2;
+  q.x.strides[2] = 32;
+  q.x.strides[1] = 256;
+  q.x.strides[0] = 2048;
+  expect_error(q, request("depthwise"), {"'depthwise'", "x's channel stride is not 1"});
+  EXPECT_EQ(select_conv_config(q, kH200, request()).path, ConvPath::unfold_gemm);
+  EXPECT_EQ(select_conv_config(q, kH200, request("direct")).path, ConvPath::direct);
+  // "direct" takes the small-o kernel where it applies; "reference" never does.
+  Spec small;
+  small.x_shape = {1, 8, 8, 32};
+  small.w_shape = {3, 3, 3, 32};
+  EXPECT_EQ(select_conv_config(make_problem(small), kH200, request("direct")).path,
+            ConvPath::small_o);
+  EXPECT_EQ(select_conv_config(make_problem(small), kH200, request("reference")).path,
+            ConvPath::direct);
+}
+
+TEST(ConvSelect, ResolveRequest) {
+  EXPECT_EQ(resolve_request("", "", -1, "").algo, "auto");
+  EXPECT_EQ(resolve_request("", "", -1, "").workspace_bytes, kDefaultWorkspaceBytes);
+  EXPECT_EQ(resolve_request("", "gemm", -1, "").algo, "gemm");
+  EXPECT_NE(resolve_request("", "gemm", -1, "").algo_origin.find("GEMMKIT_CONV_ALGO"),
+            std::string::npos);
+  EXPECT_EQ(resolve_request("direct", "gemm", -1, "").algo, "direct");  // options win
+  EXPECT_EQ(resolve_request("direct", "gemm", -1, "").algo_origin, "options.algo");
+  EXPECT_EQ(resolve_request("", "", -1, "64").workspace_bytes, int64_t{64} << 20);
+  EXPECT_EQ(resolve_request("", "", -1, "0").workspace_bytes, 0);
+  EXPECT_EQ(resolve_request("", "", 12345, "64").workspace_bytes, 12345);  // options win
+  for (const char* bad : {"-1", "1.5", "64MB", " 64", "99999999999", "1073741825"}) {
+    try {
+      resolve_request("", "", -1, bad);
+      ADD_FAILURE() << "expected an Error for '" << bad << "'";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("GEMMKIT_CONV_WORKSPACE_MB"), std::string::npos) << m;
+      EXPECT_NE(m.find(bad), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(ConvSelect, ToStringNamesTheChoice) {
+  const ConvProblem p = make_problem(resnet_3x3());
+  const std::string text = to_string(select_conv_config(p, kH200, request("gemm", 8 << 20)));
+  for (const char* part : {"path=unfold_gemm", "algo=gemm", "chunk_rows=", "chunks=",
+                           "workspace=", "bias=none", "reason:"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << text;
+  }
+  EXPECT_EQ(kernel_name(ConvPath::depthwise), "cuda.conv.depthwise");
+  EXPECT_EQ(kernel_name(ConvPath::direct), "cuda.conv.direct");
+}
+
+// ---- Extreme shapes -------------------------------------------------------------------------
+
+TEST(ConvExtreme, SixtyFiveThousandPositions) {
+  // Batch 1, 256 x 256 output, 3x3: 2^16 output positions (gridDim.z would hold 65535).
+  const ConvProblem p = make_problem(resnet_3x3(1, 256, 64, 64));
+  EXPECT_EQ(p.out_positions(), int64_t{1} << 16);
+  for (const char* algo : {"auto", "reference", "gemm", "direct"}) {
+    const ConvConfig c = select_conv_config(p, kH200, request(algo));
+    expect_within_limits(c);
+    if (c.path == ConvPath::unfold_gemm) expect_gemm_chunks_valid(p, c);
+  }
+}
+
+TEST(ConvExtreme, TwoToTheThirtyOnePositions) {
+  // 2^31 output positions (a 1x1 conv over a 2^16 x 2^15 image, 4 channels in, 16 out).
+  Spec s;
+  s.x_shape = {1, int64_t{1} << 16, int64_t{1} << 15, 4};
+  s.w_shape = {16, 1, 1, 4};
+  const ConvProblem p = make_problem(s);
+  EXPECT_EQ(p.out_positions(), int64_t{1} << 31);
+  const ConvConfig gemm = select_conv_config(p, kH200, request());
+  EXPECT_EQ(gemm.path, ConvPath::gemm_1x1);
+  expect_within_limits(gemm);
+  expect_gemm_chunks_valid(p, gemm);
+  EXPECT_EQ(gemm.chunks, (int64_t{1} << 31) / kMaxGemmRows);
+  const ConvConfig direct = select_conv_config(p, kH200, request("reference"));
+  expect_within_limits(direct);
+  const int64_t items = p.out_positions() * p.out_channels;  // 2^35 threads' worth of work
+  EXPECT_GE(grid_iterations(items, direct.grid.x, direct.block) * direct.grid.x * direct.block,
+            items);
+  // The same with a 3x3 kernel: unfold in chunks bounded by the workspace.
+  Spec s3 = s;
+  s3.w_shape = {16, 3, 3, 4};
+  s3.params.padding_lo = {1};
+  s3.params.padding_hi = {1};
+  const ConvProblem p3 = make_problem(s3);
+  const ConvConfig unfold = select_conv_config(p3, kH200, request());
+  EXPECT_EQ(unfold.path, ConvPath::unfold_gemm);
+  expect_within_limits(unfold);
+  expect_gemm_chunks_valid(p3, unfold);
+  // o <= 8: the small-o kernel, grid-strided over 2^29 strips.
+  Spec s8 = s;
+  s8.w_shape = {8, 1, 1, 4};
+  const ConvConfig small = select_conv_config(make_problem(s8), kH200, request());
+  EXPECT_EQ(small.path, ConvPath::small_o);
+  expect_within_limits(small);
+}
+
+TEST(ConvExtreme, SeventyThousandChannels) {
+  {
+    Spec s;  // 1x1, c = 70000 (gridDim.y would hold 65535)
+    s.x_shape = {1, 4, 4, 70000};
+    s.w_shape = {16, 1, 1, 70000};
+    const ConvProblem p = make_problem(s);
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::gemm_1x1) << to_string(c);
+    expect_gemm_chunks_valid(p, c);
+    Spec s1 = s;  // o = 1: the weight does not fit the small-o kernel's shared memory
+    s1.w_shape = {1, 1, 1, 70000};
+    const ConvConfig c1 = select_conv_config(make_problem(s1), kH200, request());
+    EXPECT_EQ(c1.path, ConvPath::gemm_1x1) << to_string(c1);
+    Spec so = s;  // ... but 70000 outputs of a 1x1 conv from 16 channels go through the GEMM
+    so.x_shape = {1, 4, 4, 16};
+    so.w_shape = {70000, 1, 1, 16};
+    const ConvProblem po = make_problem(so);
+    const ConvConfig co = select_conv_config(po, kH200, request());
+    EXPECT_EQ(co.path, ConvPath::gemm_1x1);
+    expect_gemm_chunks_valid(po, co);
+  }
+  {
+    Spec s;  // depthwise, c = 70000 > 65535 groups: one GEMM batch cannot hold them
+    s.x_shape = {1, 5, 5, 70000};
+    s.w_shape = {70000, 3, 3, 1};
+    s.params.groups = 70000;
+    const ConvProblem p = make_problem(s);
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(c.path, ConvPath::depthwise);
+    expect_within_limits(c);
+    expect_depthwise_coverage(p);
+    EXPECT_THROW(select_conv_config(p, kH200, request("gemm")), Error);
+    expect_within_limits(select_conv_config(p, kH200, request("reference")));
+  }
+}
+
+TEST(ConvExtreme, UnfoldOfTwoToTheFortyElements) {
+  // 2^28 positions x 9 taps x 512 channels = 1.2e12 > 2^40 unfold elements.
+  Spec s;
+  s.x_shape = {1, int64_t{1} << 14, int64_t{1} << 14, 512};
+  s.w_shape = {512, 3, 3, 512};
+  s.params.padding_lo = {1};
+  s.params.padding_hi = {1};
+  const ConvProblem p = make_problem(s);
+  const double unfold_elements = static_cast<double>(p.out_positions()) * 9 * 512;
+  EXPECT_GT(unfold_elements, std::ldexp(1.0, 40));
+  for (const int64_t budget : {kDefaultWorkspaceBytes, int64_t{16} << 30, int64_t{64} << 20}) {
+    const ConvConfig c = select_conv_config(p, kH200, request("auto", budget));
+    ASSERT_EQ(c.path, ConvPath::unfold_gemm) << to_string(c);
+    expect_within_limits(c);
+    expect_gemm_chunks_valid(p, c);
+    EXPECT_GE(static_cast<double>(c.chunks) * static_cast<double>(c.unfold_bytes),
+              unfold_elements * 2);
+  }
+  // Even a 16 GiB workspace is cut at kMaxGemmSpan elements per chunk.
+  const ConvConfig c = select_conv_config(p, kH200, request("auto", int64_t{16} << 30));
+  EXPECT_LE(c.chunk_rows * c.unfold_row_elements, kMaxGemmSpan);
+}
+
+TEST(ConvExtreme, EveryPathOnAwkwardShapes) {
+  // Odd sizes, negative padding, dilations, flips, groups: every config stays within limits.
+  const std::vector<Spec> specs = [] {
+    std::vector<Spec> v;
+    Spec a;
+    a.x_shape = {3, 17, 5};
+    a.w_shape = {6, 4, 5};
+    a.params.stride = {3};
+    a.params.padding_lo = {-2};
+    a.params.padding_hi = {5};
+    a.params.kernel_dilation = {2};
+    a.params.input_dilation = {3};
+    a.params.flip = true;
+    v.push_back(a);
+    Spec b;
+    b.x_shape = {1, 3, 4, 5, 6};
+    b.w_shape = {9, 2, 1, 3, 2};
+    b.params.groups = 3;
+    b.params.padding_lo = {1, 0, 2};
+    b.params.padding_hi = {0, 1, -1};
+    v.push_back(b);
+    Spec d;
+    d.x_shape = {2, 7, 9, 6};
+    d.w_shape = {12, 3, 2, 1};
+    d.params.groups = 6;
+    d.params.stride = {2, 1};
+    d.params.kernel_dilation = {1, 3};
+    d.params.padding_lo = {1};
+    d.params.padding_hi = {1};
+    v.push_back(d);
+    return v;
+  }();
+  for (const Spec& s : specs) {
+    const ConvProblem p = make_problem(s);
+    for (const char* algo : {"auto", "direct", "reference", "gemm"}) {
+      const ConvConfig c = select_conv_config(p, kH200, request(algo, 4096));
+      expect_within_limits(c);
+      if (c.path == ConvPath::unfold_gemm || c.path == ConvPath::gemm_1x1) {
+        expect_gemm_chunks_valid(p, c);
+      }
+    }
+  }
+}
+
+// ---- Host emulation of the GEMM paths -------------------------------------------------------
+
+// Runs a GEMM-path configuration on the host with f32 tensors: the unfold through
+// unfold_source (as conv_unfold.cuh), the batched column-major GEMM through gemm_call's
+// operands (as the cuBLASLt calls), chunk by chunk; accumulates in double.
+void emulate_gemm_path(const ConvProblem& p, const ConvConfig& c) {
+  const ConvGeometry g = normalize(p);
+  const auto* x = static_cast<const float*>(p.x.data);
+  const auto* w = static_cast<const float*>(p.weight.data);
+  const auto* bias = static_cast<const float*>(p.has_bias ? p.bias.data : nullptr);
+  auto* out = static_cast<float*>(p.out.data);
+  const int64_t positions = p.out_positions();
+  std::vector<float> unfold(static_cast<std::size_t>(c.chunk_rows * c.unfold_row_elements));
+  std::vector<float> scratch(static_cast<std::size_t>(c.scratch_bytes / 4));
+  for (int64_t row0 = 0; row0 < positions; row0 += c.chunk_rows) {
+    const int64_t rows = std::min(c.chunk_rows, positions - row0);
+    const GemmCall call = gemm_call(p, c, row0, rows);
+    const float* b = x + call.b_offset;
+    if (c.path == ConvPath::unfold_gemm) {
+      std::fill(unfold.begin(), unfold.end(), -12345.0f);  // every element must be written
+      const int64_t vectors = rows * c.unfold_row_elements / c.vector;
+      for (int64_t e = 0; e < vectors; ++e) {
+        int64_t offset = 0;
+        const bool inside = unfold_source(g, row0, e, c.vector, offset);
+        for (int64_t i = 0; i < c.vector; ++i) {
+          unfold[static_cast<std::size_t>(e * c.vector + i)] =
+              inside ? x[offset + i * g.x_stride[4]] : 0.0f;
+        }
+      }
+      b = unfold.data();
+    }
+    std::fill(scratch.begin(), scratch.end(), -54321.0f);
+    float* d = (call.d_scratch ? scratch.data() : out) + call.d_offset;
+    for (int64_t batch = 0; batch < call.batch; ++batch) {
+      for (int64_t col = 0; col < call.n; ++col) {
+        for (int64_t row = 0; row < call.m; ++row) {
+          double sum = 0;
+          for (int64_t k = 0; k < call.k; ++k) {
+            sum += static_cast<double>(w[batch * call.a_batch_stride + row * call.lda + k]) *
+                   static_cast<double>(b[batch * call.b_batch_stride + col * call.ldb + k]);
+          }
+          if (c.bias == BiasMode::epilogue) {
+            sum += static_cast<double>(bias[batch * call.bias_batch_stride + row]);
+          }
+          d[batch * call.d_batch_stride + col * call.ldd + row] = static_cast<float>(sum);
+        }
+      }
+    }
+    if (c.bias == BiasMode::pass || c.bias == BiasMode::scratch) {  // conv_bias.cuh
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t oc = 0; oc < p.out_channels; ++oc) {
+          out[call.out_offset + r * call.out_ld + oc] =
+              d[r * call.ldd + oc] + bias[oc * p.bias.strides[0]];
+        }
+      }
+    }
+  }
+}
+
+struct EmulationCase {
+  std::string name;
+  std::vector<int64_t> x_shape, w_shape;
+  ConvParams params;
+  bool bias = false;
+  gemmkit_test::Layout x_layout, out_layout;
+  int64_t workspace_bytes = kDefaultWorkspaceBytes;
+  ConvPath expected = ConvPath::unfold_gemm;
+  BiasMode bf16_bias = BiasMode::scratch;  // the bias mode of a bf16 output
+};
+
+TEST(ConvEmulation, GemmPathsMatchTheDefinition) {
+  std::vector<EmulationCase> cases;
+  {
+    EmulationCase e;
+    e.name = "2d 3x3 pad 1, chunks of a few rows";
+    e.x_shape = {2, 5, 6, 4};
+    e.w_shape = {3, 3, 3, 4};
+    e.params.padding_lo = {1};
+    e.params.padding_hi = {1};
+    e.bias = true;
+    e.workspace_bytes = 7 * 9 * 4 * 4 * 8 / 7;  // 7 rows of unfold after cuBLASLt's eighth
+    cases.push_back(e);
+  }
+  {
+    EmulationCase e;
+    e.name = "1d stride 2, dilations, negative padding, flip";
+    e.x_shape = {3, 19, 6};
+    e.w_shape = {4, 3, 6};
+    e.params.stride = {2};
+    e.params.padding_lo = {-1};
+    e.params.padding_hi = {4};
+    e.params.kernel_dilation = {2};
+    e.params.input_dilation = {3};
+    e.params.flip = true;
+    e.bias = true;
+    cases.push_back(e);
+  }
+  {
+    EmulationCase e;
+    e.name = "3d groups 3, asymmetric padding, strided x and out";
+    e.x_shape = {2, 3, 4, 5, 6};
+    e.w_shape = {9, 2, 3, 2, 2};
+    e.params.groups = 3;
+    e.params.padding_lo = {1, 0, 2};
+    e.params.padding_hi = {0, 2, -1};
+    e.params.stride = {1, 2, 1};
+    e.x_layout.pad = {0, 1, 0, 2, 3};  // x: gaps everywhere (the unfold reads any strides)
+    e.out_layout.offset = 5;           // out: offset view, still one position stride
+    e.workspace_bytes = 4096;
+    cases.push_back(e);
+  }
+  {
+    EmulationCase e;
+    e.name = "grouped transposed conv (input dilation + flip)";
+    e.x_shape = {1, 5, 4, 8};
+    e.params = conv_transpose_params({3, 2}, {2, 3}, {1, 0}, {1, 2}, {1, 1}, 2);
+    e.w_shape = {6, 3, 2, 4};
+    cases.push_back(e);
+  }
+  {
+    EmulationCase e;
+    e.name = "1x1 GEMM on x with a position stride > c, groups 2, chunked";
+    e.x_shape = {2, 3, 5, 6};
+    e.w_shape = {4, 1, 1, 3};
+    e.params.groups = 2;
+    e.bias = true;
+    e.x_layout.pad = {0, 0, 0, 2};  // position stride 8
+    e.expected = ConvPath::gemm_1x1;
+    cases.push_back(e);
+  }
+  {
+    EmulationCase e;
+    e.name = "o16 bias: 32-byte output rows take the epilogue";
+    e.x_shape = {2, 5, 4, 8};
+    e.w_shape = {16, 3, 3, 8};
+    e.params.padding_lo = {1};
+    e.params.padding_hi = {1};
+    e.bias = true;
+    e.bf16_bias = BiasMode::epilogue;
+    e.workspace_bytes = 8192;
+    cases.push_back(e);
+  }
+  for (const EmulationCase& e : cases) {
+    SCOPED_TRACE(e.name);
+    gemmkit_test::HostTensor x =
+        gemmkit_test::random_tensor(DType::f32, e.x_shape, 11, e.x_layout);
+    gemmkit_test::HostTensor w = gemmkit_test::random_tensor(DType::f32, e.w_shape, 12);
+    gemmkit_test::HostTensor bias = gemmkit_test::random_tensor(DType::f32, {e.w_shape[0]}, 13);
+    const std::vector<int64_t> out_shape = conv_output_shape(e.x_shape, e.w_shape, e.params);
+    gemmkit_test::HostTensor out = gemmkit_test::make_tensor(DType::f32, out_shape, e.out_layout);
+    out.poison();
+
+    Spec s;
+    s.x_shape = e.x_shape;
+    s.w_shape = e.w_shape;
+    s.params = e.params;
+    s.dtype = s.out_dtype = DType::f32;
+    s.bias = e.bias;
+    ConvProblem p = make_problem(s, x.view().data, w.view().data, bias.view().data,
+                                 out.view().data);
+    const Tensor xv = x.view(), ov = out.view();
+    std::copy(xv.strides, xv.strides + xv.rank, p.x.strides);
+    std::copy(ov.strides, ov.strides + ov.rank, p.out.strides);
+    const gemmkit_test::Reference ref =
+        gemmkit_test::reference_conv(x, w, e.bias ? &bias : nullptr, e.params);
+    // As f32 (bias pass in place), then with out labelled bf16 (the storage stays f32) so that
+    // the bias goes through the epilogue or the f32 scratch as a 16-bit output's would.
+    std::vector<BiasMode> modes;
+    for (const DType label : {DType::f32, DType::bf16}) {
+      p.out.dtype = label;
+      const ConvConfig c = select_conv_config(p, kH200, request("gemm", e.workspace_bytes));
+      ASSERT_EQ(c.path, e.expected) << to_string(c);
+      expect_gemm_chunks_valid(p, c);
+      modes.push_back(c.bias);
+      out.poison();
+      emulate_gemm_path(p, c);
+      gemmkit_test::check_output(out, ref, e.name + " (" + to_string(c) + ")");
+    }
+    if (e.bias) {
+      EXPECT_EQ(modes[0], BiasMode::pass);
+      EXPECT_EQ(modes[1], e.bf16_bias);
+    }
+  }
+}
+
+// The unfold's vectorized copies (kV > 1) read the same elements as scalar ones.
+TEST(ConvEmulation, UnfoldVectorsMatchScalars) {
+  Spec s;
+  s.x_shape = {2, 6, 7, 16};
+  s.w_shape = {8, 3, 2, 8};
+  s.params.groups = 2;
+  s.params.padding_lo = {1, 0};
+  s.params.padding_hi = {2, 1};
+  s.params.stride = {2, 1};
+  s.params.flip = true;
+  const ConvGeometry g = normalize(make_problem(s));
+  const int64_t row = g.kernel_positions() * g.c;
+  for (const int64_t v : {2, 4, 8}) {
+    for (int64_t r = 0; r < g.positions(); ++r) {
+      for (int64_t j = 0; j < row / v; ++j) {
+        int64_t vector_offset = -1;
+        const bool inside = unfold_source(g, 0, r * (row / v) + j, v, vector_offset);
+        for (int64_t i = 0; i < v; ++i) {
+          int64_t scalar_offset = -1;
+          ASSERT_EQ(unfold_source(g, 0, (r * row + j * v + i), 1, scalar_offset), inside);
+          if (inside) {
+            ASSERT_EQ(scalar_offset, vector_offset + i);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::conv_impl
