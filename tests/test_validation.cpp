@@ -336,3 +336,22 @@ TEST(Buffers, CpuBufferRoundTripAndRangeChecks) {
 
 }  // namespace
 }  // namespace gemmkit
+
+namespace gemmkit {
+namespace {
+
+// Without a usable GPU (CI), a call on CUDA tensors is a clear error, never a crash.
+TEST(DeviceValidation, CudaTensorsWithoutAUsableGpu) {
+  if (!cuda_devices().empty()) GTEST_SKIP() << "a GPU is present";
+  std::vector<float> x(8), w(12), out(6);
+  const Device gpu = Device::cuda(0);
+  expect_error([&] { linear(Tensor::contiguous(x.data(), DType::f32, gpu, {2, 4}),
+                            Tensor::contiguous(w.data(), DType::f32, gpu, {3, 4}), std::nullopt,
+                            Tensor::contiguous(out.data(), DType::f32, gpu, {2, 3})); },
+               {built_with_cuda() ? "cuda:0 does not exist" : "no CUDA backend"});
+  expect_error([] { Buffer b(64, Device::cuda(0)); },
+               {built_with_cuda() ? "cuda:0 does not exist" : "absent in this build"});
+}
+
+}  // namespace
+}  // namespace gemmkit

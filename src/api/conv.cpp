@@ -2,7 +2,7 @@
 #include <sstream>
 
 #include "api/checks.h"
-#include "api/log.h"
+#include "api/dispatch.h"
 #include "api/validate.h"
 #include "common/problems.h"
 #include "cpu/cpu_backend.h"
@@ -279,23 +279,16 @@ void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bi
   const detail::ConvProblem problem = validate_conv(x, weight, bias, out, params);
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;
-  if (x.device.is_cpu()) {
-    const std::string& algo = options.algo;
-    if (!algo.empty() && algo != "auto" && algo != "reference") {
-      detail::fail(kOp, "options.algo",
-                   "'" + algo + "': the CPU backend has only 'auto' and 'reference'");
-    }
-    cpu::conv(problem, info);
-  } else {
+  detail::run_on_backend(
+      kOp, x.device, "options.algo", options.algo, info, [&] { cpu::conv(problem, info); },
+      [&] {
 #ifdef GEMMKIT_WITH_CUDA
-    cuda::conv(problem, options, stream, info);
+        cuda::conv(problem, options, stream, info);
 #else
-    (void)stream;
-    detail::fail(kOp, "x", "is on " + x.device.str() +
-                               " but this build of gemmkit has no CUDA backend");
+        (void)stream;
 #endif
-  }
-  if (detail::log_enabled()) detail::log_call(kOp, describe(problem), info);
+      },
+      [&] { return describe(problem); });
 }
 
 }  // namespace gemmkit

@@ -1,7 +1,7 @@
 // gemmkit::linear: validation, then the backend of the tensors' device.
 #include <sstream>
 
-#include "api/log.h"
+#include "api/dispatch.h"
 #include "api/validate.h"
 #include "common/problems.h"
 #include "cpu/cpu_backend.h"
@@ -82,23 +82,16 @@ void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
   const detail::LinearProblem problem = validate_linear(x, w, bias, out);
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;
-  if (x.device.is_cpu()) {
-    const std::string& kernel = options.kernel;
-    if (!kernel.empty() && kernel != "auto" && kernel != "reference") {
-      detail::fail(kOp, "options.kernel", "'" + kernel +
-                                              "': the CPU backend has only 'auto' and 'reference'");
-    }
-    cpu::linear(problem, info);
-  } else {
+  detail::run_on_backend(
+      kOp, x.device, "options.kernel", options.kernel, info, [&] { cpu::linear(problem, info); },
+      [&] {
 #ifdef GEMMKIT_WITH_CUDA
-    cuda::linear(problem, options, stream, info);
+        cuda::linear(problem, options, stream, info);
 #else
-    (void)stream;
-    detail::fail(kOp, "x", "is on " + x.device.str() +
-                               " but this build of gemmkit has no CUDA backend");
+        (void)stream;
 #endif
-  }
-  if (detail::log_enabled()) detail::log_call(kOp, describe(problem), info);
+      },
+      [&] { return describe(problem); });
 }
 
 }  // namespace gemmkit

@@ -56,6 +56,7 @@ std::string build_info() {
 }
 
 void* allocate(std::size_t bytes, int device) {
+  device_properties(device);  // a clear Error for a device that does not exist
   DeviceGuard guard(device);
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, bytes);

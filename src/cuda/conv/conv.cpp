@@ -34,8 +34,8 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
           CallInfo& info) {
   using namespace conv_impl;
   const int device = problem.x.device.index;
+  const DeviceDescription dev = describe_device(device_properties(device));  // Error if absent
   DeviceGuard guard(device);
-  const DeviceDescription dev = describe_device(device_properties(device));
   const ConvRequest request = resolve_request(
       options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
       detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"));

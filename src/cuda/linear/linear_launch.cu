@@ -309,8 +309,8 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
             CallInfo& info) {
   using namespace linear_family;
   const int device = p.x.device.index;
+  const DeviceProperties& props = device_properties(device);  // a clear Error if it is absent
   DeviceGuard guard(device);
-  const DeviceProperties& props = device_properties(device);
   LinearShape shape;
   shape.n = p.n;
   shape.m = p.m;

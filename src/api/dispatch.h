@@ -1,0 +1,34 @@
+// Runs a validated call on the backend of its tensors' device and logs the choice.
+#pragma once
+
+#include <string>
+
+#include "api/log.h"
+#include "api/validate.h"
+
+namespace gemmkit::detail {
+
+// `forced` is the kernel/algorithm option (`option_name` in messages): the CPU backend has one
+// kernel per op, so it accepts only "", "auto" and "reference". `describe` is called only when
+// GEMMKIT_LOG is on.
+template <typename CpuCall, typename CudaCall, typename Describe>
+void run_on_backend(const char* op, const Device& device, const char* option_name,
+                    const std::string& forced, CallInfo& info, CpuCall cpu_call,
+                    CudaCall cuda_call, Describe describe) {
+  if (device.is_cpu()) {
+    if (!forced.empty() && forced != "auto" && forced != "reference") {
+      fail(op, option_name, "'" + forced + "': the CPU backend has only 'auto' and 'reference'");
+    }
+    cpu_call();
+  } else {
+#ifdef GEMMKIT_WITH_CUDA
+    cuda_call();
+#else
+    (void)cuda_call;
+    fail(op, "x", "is on " + device.str() + " but this build of gemmkit has no CUDA backend");
+#endif
+  }
+  if (log_enabled()) log_call(op, describe(), info);
+}
+
+}  // namespace gemmkit::detail
