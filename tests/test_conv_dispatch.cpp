@@ -37,7 +37,9 @@ struct Spec {
 };
 
 // Addresses of fake tensors: 256-byte aligned, never dereferenced.
-void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
+void* fake(uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
 
 ConvProblem make_problem(const Spec& s, void* x = fake(0x10000000), void* w = fake(0x20000000),
                          void* bias = fake(0x30000000), void* out = fake(0x40000000)) {
@@ -73,8 +75,7 @@ ConvProblem make_problem(const Spec& s, void* x = fake(0x10000000), void* w = fa
   return p;
 }
 
-ConvRequest request(const std::string& algo = "auto",
-                    int64_t workspace = kDefaultWorkspaceBytes) {
+ConvRequest request(const std::string& algo = "auto", int64_t workspace = kDefaultWorkspaceBytes) {
   return resolve_request(algo, "", workspace, "");
 }
 
@@ -171,7 +172,8 @@ TEST(ConvGeometry, GridForRespectsEveryLimit) {
                      " cap " + std::to_string(cap));
         EXPECT_GE(grid.x, 1u);
         EXPECT_LE(int64_t{grid.x}, std::min(cap, kMaxGridX));
-        EXPECT_LE(int64_t{grid.x}, std::max<int64_t>(1, ceil_div(std::max<int64_t>(count, 1), block)));
+        EXPECT_LE(int64_t{grid.x},
+                  std::max<int64_t>(1, ceil_div(std::max<int64_t>(count, 1), block)));
         EXPECT_EQ(grid.y, 1u);
         EXPECT_EQ(grid.z, 1u);
         const int64_t iterations = grid_iterations(count, grid.x, block);
@@ -218,8 +220,18 @@ TEST(ConvGeometry, GridStrideCoversEachItemExactlyOnce) {
 }
 
 TEST(ConvGeometry, DivNonnegMatchesDivision) {
-  const int64_t values[] = {0, 1, 2, 3, 7, 255, 65535, (int64_t{1} << 31) - 1, int64_t{1} << 31,
-                            (int64_t{1} << 32) + 5, int64_t{1} << 40, (int64_t{1} << 62) + 3};
+  const int64_t values[] = {0,
+                            1,
+                            2,
+                            3,
+                            7,
+                            255,
+                            65535,
+                            (int64_t{1} << 31) - 1,
+                            int64_t{1} << 31,
+                            (int64_t{1} << 32) + 5,
+                            int64_t{1} << 40,
+                            (int64_t{1} << 62) + 3};
   for (const int64_t a : values) {
     for (const int64_t b : values) {
       if (b == 0) continue;
@@ -262,9 +274,8 @@ TEST(ConvGeometry, TapSourceMatchesTheDefinition) {
                     int64_t i = -7;
                     const bool real = tap_source(g, 2, o, t, i);
                     ASSERT_EQ(real, source[static_cast<std::size_t>(z)] >= 0)
-                        << "in " << in << " k " << kernel << " s " << stride << " pad " << lo
-                        << "/" << hi << " kdil " << kdil << " idil " << idil << " o " << o
-                        << " t " << t;
+                        << "in " << in << " k " << kernel << " s " << stride << " pad " << lo << "/"
+                        << hi << " kdil " << kdil << " idil " << idil << " o " << o << " t " << t;
                     if (real) {
                       ASSERT_EQ(i, source[static_cast<std::size_t>(z)]);
                     }
@@ -652,8 +663,8 @@ TEST(ConvSelect, WorkspaceBoundsTheUnfold) {
     expect_within_limits(c);
     expect_gemm_chunks_valid(p, c);
     EXPECT_EQ(c.lt_workspace_bytes, std::min<int64_t>(kMaxLtWorkspaceBytes, budget / 8));
-    EXPECT_EQ(c.chunk_rows, std::min(p.out_positions(),
-                                     (budget - c.lt_workspace_bytes - 512) / row_bytes));
+    EXPECT_EQ(c.chunk_rows,
+              std::min(p.out_positions(), (budget - c.lt_workspace_bytes - 512) / row_bytes));
   }
   // A workspace below one unfold row: auto goes direct, forced gemm names the reason.
   EXPECT_EQ(select_conv_config(p, kH200, request("auto", 1000)).path, ConvPath::direct);
@@ -751,8 +762,8 @@ TEST(ConvSelect, ResolveRequest) {
 TEST(ConvSelect, ToStringNamesTheChoice) {
   const ConvProblem p = make_problem(resnet_3x3());
   const std::string text = to_string(select_conv_config(p, kH200, request("gemm", 8 << 20)));
-  for (const char* part : {"path=unfold_gemm", "algo=gemm", "chunk_rows=", "chunks=",
-                           "workspace=", "bias=none", "reason:"}) {
+  for (const char* part : {"path=unfold_gemm", "algo=gemm",
+                           "chunk_rows=", "chunks=", "workspace=", "bias=none", "reason:"}) {
     EXPECT_NE(text.find(part), std::string::npos) << text;
   }
   EXPECT_EQ(kernel_name(ConvPath::depthwise), "cuda.conv.depthwise");
@@ -1054,8 +1065,7 @@ TEST(ConvEmulation, GemmPathsMatchTheDefinition) {
   }
   for (const EmulationCase& e : cases) {
     SCOPED_TRACE(e.name);
-    gemmkit_test::HostTensor x =
-        gemmkit_test::random_tensor(DType::f32, e.x_shape, 11, e.x_layout);
+    gemmkit_test::HostTensor x = gemmkit_test::random_tensor(DType::f32, e.x_shape, 11, e.x_layout);
     gemmkit_test::HostTensor w = gemmkit_test::random_tensor(DType::f32, e.w_shape, 12);
     gemmkit_test::HostTensor bias = gemmkit_test::random_tensor(DType::f32, {e.w_shape[0]}, 13);
     const std::vector<int64_t> out_shape = conv_output_shape(e.x_shape, e.w_shape, e.params);
@@ -1068,8 +1078,8 @@ TEST(ConvEmulation, GemmPathsMatchTheDefinition) {
     s.params = e.params;
     s.dtype = s.out_dtype = DType::f32;
     s.bias = e.bias;
-    ConvProblem p = make_problem(s, x.view().data, w.view().data, bias.view().data,
-                                 out.view().data);
+    ConvProblem p =
+        make_problem(s, x.view().data, w.view().data, bias.view().data, out.view().data);
     const Tensor xv = x.view(), ov = out.view();
     std::copy(xv.strides, xv.strides + xv.rank, p.x.strides);
     std::copy(ov.strides, ov.strides + ov.rank, p.out.strides);

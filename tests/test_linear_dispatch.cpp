@@ -99,8 +99,11 @@ TEST(LinearDispatch, AboveTheFamilyGoesToCublasLt) {
 
 TEST(LinearDispatch, ReferenceLaunchesForExtremeShapes) {
   for (const auto& [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {(int64_t{1} << 31) - 1, 1, 1}, {1, (int64_t{1} << 31) - 1, 8}, {1 << 20, 1 << 20, 3},
-           {1, 1, (int64_t{1} << 40)}, {int64_t{1} << 40, int64_t{1} << 20, 1}}) {
+           {(int64_t{1} << 31) - 1, 1, 1},
+           {1, (int64_t{1} << 31) - 1, 8},
+           {1 << 20, 1 << 20, 3},
+           {1, 1, (int64_t{1} << 40)},
+           {int64_t{1} << 40, int64_t{1} << 20, 1}}) {
     LinearShape s = bf16_shape(n, m, k);
     const LinearConfig c = select_linear_config(s, kH200, "reference", false);
     EXPECT_EQ(c.path, LinearPath::reference);

@@ -63,7 +63,8 @@ struct Tensor {
   int64_t strides[kMaxRank] = {};
 
   // Row-major contiguous strides.
-  static Tensor contiguous(void* data, DType dtype, Device device, const std::vector<int64_t>& shape);
+  static Tensor contiguous(void* data, DType dtype, Device device,
+                           const std::vector<int64_t>& shape);
   static Tensor strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
                         const std::vector<int64_t>& strides);
 

@@ -30,8 +30,7 @@ template <typename What>
 int64_t checked_mul(int64_t a, int64_t b, What what) {
   int64_t r;
   if (__builtin_mul_overflow(a, b, &r)) {
-    throw Error(what() + ": " + std::to_string(a) + " * " + std::to_string(b) +
-                " overflows int64");
+    throw Error(what() + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows int64");
   }
   return r;
 }
@@ -40,8 +39,7 @@ template <typename What>
 int64_t checked_add(int64_t a, int64_t b, What what) {
   int64_t r;
   if (__builtin_add_overflow(a, b, &r)) {
-    throw Error(what() + ": " + std::to_string(a) + " + " + std::to_string(b) +
-                " overflows int64");
+    throw Error(what() + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows int64");
   }
   return r;
 }

@@ -30,9 +30,10 @@ void expand(const char* op, const char* name, const std::vector<int64_t>& values
   } else if (values.size() == static_cast<std::size_t>(spatial)) {
     for (int d = 0; d < spatial; ++d) out[d] = values[static_cast<std::size_t>(d)];
   } else {
-    detail::fail(op, name, detail::format_dims(values) + ": has " +
-                               std::to_string(values.size()) + " entries; give 0, 1 or " +
-                               std::to_string(spatial) + " (one per spatial dim)");
+    detail::fail(op, name,
+                 detail::format_dims(values) + ": has " + std::to_string(values.size()) +
+                     " entries; give 0, 1 or " + std::to_string(spatial) +
+                     " (one per spatial dim)");
   }
 }
 
@@ -44,24 +45,25 @@ void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
   using detail::format_dims;
   const int rank = static_cast<int>(x_shape.size());
   if (rank < 3 || rank > 2 + detail::kMaxSpatial) {
-    fail(op, "x", "shape " + format_dims(x_shape) + ": has rank " + std::to_string(rank) +
-                      "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
+    fail(op, "x",
+         "shape " + format_dims(x_shape) + ": has rank " + std::to_string(rank) +
+             "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
   }
   if (static_cast<int>(w_shape.size()) != rank) {
-    fail(op, "weight", "shape " + format_dims(w_shape) + ": has rank " +
-                           std::to_string(w_shape.size()) + "; must equal x's rank " +
-                           std::to_string(rank) + " ((o, kernel..., c / groups))");
+    fail(op, "weight",
+         "shape " + format_dims(w_shape) + ": has rank " + std::to_string(w_shape.size()) +
+             "; must equal x's rank " + std::to_string(rank) + " ((o, kernel..., c / groups))");
   }
   for (int i = 0; i < rank; ++i) {
     if (x_shape[static_cast<std::size_t>(i)] < 1) {
-      fail(op, "x", "shape " + format_dims(x_shape) + ": dim " + std::to_string(i) +
-                        " has size " + std::to_string(x_shape[static_cast<std::size_t>(i)]) +
-                        "; every size must be >= 1");
+      fail(op, "x",
+           "shape " + format_dims(x_shape) + ": dim " + std::to_string(i) + " has size " +
+               std::to_string(x_shape[static_cast<std::size_t>(i)]) + "; every size must be >= 1");
     }
     if (w_shape[static_cast<std::size_t>(i)] < 1) {
-      fail(op, "weight", "shape " + format_dims(w_shape) + ": dim " + std::to_string(i) +
-                             " has size " + std::to_string(w_shape[static_cast<std::size_t>(i)]) +
-                             "; every size must be >= 1");
+      fail(op, "weight",
+           "shape " + format_dims(w_shape) + ": dim " + std::to_string(i) + " has size " +
+               std::to_string(w_shape[static_cast<std::size_t>(i)]) + "; every size must be >= 1");
     }
   }
   const int spatial = rank - 2;
@@ -81,20 +83,22 @@ void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
     fail(op, "params.groups", std::to_string(p.groups) + ": must be >= 1");
   }
   if (p.in_channels % p.groups != 0) {
-    fail(op, "params.groups", std::to_string(p.groups) + ": must divide the input channels c = " +
-                                  std::to_string(p.in_channels));
+    fail(op, "params.groups",
+         std::to_string(p.groups) +
+             ": must divide the input channels c = " + std::to_string(p.in_channels));
   }
   if (p.out_channels % p.groups != 0) {
-    fail(op, "params.groups", std::to_string(p.groups) +
-                                  ": must divide the output channels o = " +
-                                  std::to_string(p.out_channels) + " (weight's dim 0)");
+    fail(op, "params.groups",
+         std::to_string(p.groups) + ": must divide the output channels o = " +
+             std::to_string(p.out_channels) + " (weight's dim 0)");
   }
   p.in_channels_per_group = p.in_channels / p.groups;
   p.out_channels_per_group = p.out_channels / p.groups;
   if (w_shape.back() != p.in_channels_per_group) {
-    fail(op, "weight", "shape " + format_dims(w_shape) + ": last dim must be c / groups = " +
-                           std::to_string(p.in_channels) + " / " + std::to_string(p.groups) +
-                           " = " + std::to_string(p.in_channels_per_group));
+    fail(op, "weight",
+         "shape " + format_dims(w_shape) +
+             ": last dim must be c / groups = " + std::to_string(p.in_channels) + " / " +
+             std::to_string(p.groups) + " = " + std::to_string(p.in_channels_per_group));
   }
   for (int d = 0; d < spatial; ++d) {
     const std::string dim = "[" + std::to_string(d) + "] ";
@@ -114,14 +118,12 @@ void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
     p.in_size[d] = x_shape[static_cast<std::size_t>(d + 1)];
     p.kernel_size[d] = w_shape[static_cast<std::size_t>(d + 1)];
     const auto what = [&] { return std::string("gemmkit::") + op + ": spatial dim " + dim; };
-    const int64_t dilated_in =
-        detail::checked_add(detail::checked_mul(p.in_size[d] - 1, p.input_dilation[d], what), 1,
-                            what);
+    const int64_t dilated_in = detail::checked_add(
+        detail::checked_mul(p.in_size[d] - 1, p.input_dilation[d], what), 1, what);
     const int64_t padded = detail::checked_add(
         detail::checked_add(dilated_in, p.padding_lo[d], what), p.padding_hi[d], what);
-    const int64_t kernel_extent =
-        detail::checked_add(detail::checked_mul(p.kernel_size[d] - 1, p.kernel_dilation[d], what),
-                            1, what);
+    const int64_t kernel_extent = detail::checked_add(
+        detail::checked_mul(p.kernel_size[d] - 1, p.kernel_dilation[d], what), 1, what);
     if (padded < kernel_extent) {
       fail(op, "spatial dim " + dim,
            "has dilated, padded input size " + std::to_string(padded) +
@@ -156,8 +158,8 @@ std::string describe(const detail::ConvProblem& p) {
     return r;
   };
   s << "n=" << p.batch << " in=" << dims(p.in_size) << " c=" << p.in_channels
-    << " o=" << p.out_channels << " kernel=" << dims(p.kernel_size)
-    << " stride=" << dims(p.stride) << " pad=" << dims(p.padding_lo) << "/" << dims(p.padding_hi)
+    << " o=" << p.out_channels << " kernel=" << dims(p.kernel_size) << " stride=" << dims(p.stride)
+    << " pad=" << dims(p.padding_lo) << "/" << dims(p.padding_hi)
     << " kdil=" << dims(p.kernel_dilation) << " idil=" << dims(p.input_dilation)
     << " groups=" << p.groups << (p.flip ? " flip" : "") << " " << dtype_name(p.x.dtype)
     << (p.has_bias ? " bias" : "") << " on " << p.x.device.str();
@@ -169,8 +171,9 @@ detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
                                   const ConvParams& params) {
   using detail::fail;
   if (x.rank < 3 || x.rank > 2 + detail::kMaxSpatial) {
-    fail(kOp, "x", x.str() + ": has rank " + std::to_string(x.rank) +
-                       "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
+    fail(kOp, "x",
+         x.str() + ": has rank " + std::to_string(x.rank) +
+             "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
   }
   detail::check_tensor(kOp, "x", x, x.rank);
   detail::check_tensor(kOp, "weight", weight, x.rank);
@@ -180,28 +183,33 @@ detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
   detail::check_same_device(kOp, "out", out, "x", x);
   if (bias) detail::check_same_device(kOp, "bias", *bias, "x", x);
   if (weight.dtype != x.dtype) {
-    fail(kOp, "weight", std::string("dtype ") + dtype_name(weight.dtype) +
-                            ": must equal x's dtype " + dtype_name(x.dtype));
+    fail(kOp, "weight",
+         std::string("dtype ") + dtype_name(weight.dtype) + ": must equal x's dtype " +
+             dtype_name(x.dtype));
   }
   if (bias && bias->dtype != x.dtype) {
-    fail(kOp, "bias", std::string("dtype ") + dtype_name(bias->dtype) +
-                          ": must equal x's dtype " + dtype_name(x.dtype));
+    fail(kOp, "bias",
+         std::string("dtype ") + dtype_name(bias->dtype) + ": must equal x's dtype " +
+             dtype_name(x.dtype));
   }
   if (out.dtype != x.dtype && out.dtype != DType::f32) {
-    fail(kOp, "out", std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
-                         dtype_name(x.dtype) + " or f32");
+    fail(kOp, "out",
+         std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
+             dtype_name(x.dtype) + " or f32");
   }
 
   detail::ConvProblem p;
   build_geometry(kOp, x.sizes(), weight.sizes(), params, p);
   if (bias && bias->shape[0] != p.out_channels) {
-    fail(kOp, "bias", bias->str() + ": must have shape [" + std::to_string(p.out_channels) +
-                          "] (o, weight's dim 0)");
+    fail(kOp, "bias",
+         bias->str() + ": must have shape [" + std::to_string(p.out_channels) +
+             "] (o, weight's dim 0)");
   }
   const std::vector<int64_t> expected = output_shape_of(p);
   if (out.sizes() != expected) {
-    fail(kOp, "out", out.str() + ": must have shape " + detail::format_dims(expected) +
-                         " (n, out_spatial..., o)");
+    fail(kOp, "out",
+         out.str() + ": must have shape " + detail::format_dims(expected) +
+             " (n, out_spatial..., o)");
   }
   detail::check_non_overlapping(kOp, "out", out);
   detail::check_disjoint(kOp, "out", out, "x", x);
@@ -233,7 +241,8 @@ ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
   constexpr const char* op = "conv_transpose_params";
   const int spatial = static_cast<int>(kernel_size.size());
   if (spatial < 1 || spatial > detail::kMaxSpatial) {
-    detail::fail(op, "kernel_size", detail::format_dims(kernel_size) + ": must have 1, 2 or 3 entries");
+    detail::fail(op, "kernel_size",
+                 detail::format_dims(kernel_size) + ": must have 1, 2 or 3 entries");
   }
   int64_t s[detail::kMaxSpatial], pad[detail::kMaxSpatial], out_pad[detail::kMaxSpatial],
       dil[detail::kMaxSpatial];
@@ -274,8 +283,7 @@ ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
 }
 
 void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
-          const Tensor& out, const ConvParams& params, const ConvOptions& options,
-          Stream stream) {
+          const Tensor& out, const ConvParams& params, const ConvOptions& options, Stream stream) {
   const detail::ConvProblem problem = validate_conv(x, weight, bias, out, params);
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;

@@ -13,8 +13,8 @@ namespace gemmkit::detail {
 // GEMMKIT_LOG is on.
 template <typename CpuCall, typename CudaCall, typename Describe>
 void run_on_backend(const char* op, const Device& device, const char* option_name,
-                    const std::string& forced, CallInfo& info, CpuCall cpu_call,
-                    CudaCall cuda_call, Describe describe) {
+                    const std::string& forced, CallInfo& info, CpuCall cpu_call, CudaCall cuda_call,
+                    Describe describe) {
   if (device.is_cpu()) {
     if (!forced.empty() && forced != "auto" && forced != "reference") {
       fail(op, option_name, "'" + forced + "': the CPU backend has only 'auto' and 'reference'");

@@ -22,9 +22,18 @@ DLDataType dtype_to_dlpack(DType dtype) {
   DLDataType t;
   t.lanes = 1;
   switch (dtype) {
-    case DType::bf16: t.code = kDLBfloat; t.bits = 16; break;
-    case DType::f16: t.code = kDLFloat; t.bits = 16; break;
-    case DType::f32: t.code = kDLFloat; t.bits = 32; break;
+    case DType::bf16:
+      t.code = kDLBfloat;
+      t.bits = 16;
+      break;
+    case DType::f16:
+      t.code = kDLFloat;
+      t.bits = 16;
+      break;
+    case DType::f32:
+      t.code = kDLFloat;
+      t.bits = 32;
+      break;
   }
   return t;
 }

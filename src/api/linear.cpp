@@ -28,28 +28,32 @@ detail::LinearProblem validate_linear(const Tensor& x, const Tensor& w,
   if (bias) detail::check_same_device(kOp, "bias", *bias, "x", x);
 
   if (w.dtype != x.dtype) {
-    fail(kOp, "w", std::string("dtype ") + dtype_name(w.dtype) + ": must equal x's dtype " +
-                       dtype_name(x.dtype));
+    fail(kOp, "w",
+         std::string("dtype ") + dtype_name(w.dtype) + ": must equal x's dtype " +
+             dtype_name(x.dtype));
   }
   if (bias && bias->dtype != x.dtype) {
-    fail(kOp, "bias", std::string("dtype ") + dtype_name(bias->dtype) +
-                          ": must equal x's dtype " + dtype_name(x.dtype));
+    fail(kOp, "bias",
+         std::string("dtype ") + dtype_name(bias->dtype) + ": must equal x's dtype " +
+             dtype_name(x.dtype));
   }
   if (out.dtype != x.dtype && out.dtype != DType::f32) {
-    fail(kOp, "out", std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
-                         dtype_name(x.dtype) + " or f32");
+    fail(kOp, "out",
+         std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
+             dtype_name(x.dtype) + " or f32");
   }
   if (w.shape[1] != x.shape[1]) {
-    fail(kOp, "w", w.str() + ": w[m, k] must have k = " + std::to_string(x.shape[1]) +
-                       " (x's dim 1)");
+    fail(kOp, "w",
+         w.str() + ": w[m, k] must have k = " + std::to_string(x.shape[1]) + " (x's dim 1)");
   }
   if (bias && bias->shape[0] != w.shape[0]) {
-    fail(kOp, "bias", bias->str() + ": must have shape [" + std::to_string(w.shape[0]) +
-                          "] (m, w's dim 0)");
+    fail(kOp, "bias",
+         bias->str() + ": must have shape [" + std::to_string(w.shape[0]) + "] (m, w's dim 0)");
   }
   if (out.shape[0] != x.shape[0] || out.shape[1] != w.shape[0]) {
-    fail(kOp, "out", out.str() + ": must have shape [" + std::to_string(x.shape[0]) + ", " +
-                         std::to_string(w.shape[0]) + "] ([n, m])");
+    fail(kOp, "out",
+         out.str() + ": must have shape [" + std::to_string(x.shape[0]) + ", " +
+             std::to_string(w.shape[0]) + "] ([n, m])");
   }
   detail::check_non_overlapping(kOp, "out", out);
   detail::check_disjoint(kOp, "out", out, "x", x);

@@ -15,8 +15,8 @@ bool log_enabled() {
 }
 
 void log_call(const char* op, const std::string& problem, const CallInfo& info) {
-  std::fprintf(stderr, "[gemmkit] %s %s -> %s %s (%s)\n", op, problem.c_str(),
-               info.backend.c_str(), info.kernel.c_str(), info.reason.c_str());
+  std::fprintf(stderr, "[gemmkit] %s %s -> %s %s (%s)\n", op, problem.c_str(), info.backend.c_str(),
+               info.kernel.c_str(), info.reason.c_str());
 }
 
 }  // namespace gemmkit::detail

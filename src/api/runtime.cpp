@@ -150,7 +150,8 @@ void synchronize(Device device) {
 #ifdef GEMMKIT_WITH_CUDA
   cuda::synchronize(device.index);
 #else
-  throw Error("synchronize: device " + device.str() + " needs the CUDA backend, absent in this build");
+  throw Error("synchronize: device " + device.str() +
+              " needs the CUDA backend, absent in this build");
 #endif
 }
 

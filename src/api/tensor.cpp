@@ -9,9 +9,12 @@ namespace gemmkit {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::f32: return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::f32:
+      return "f32";
   }
   return "invalid-dtype";
 }
@@ -19,8 +22,10 @@ const char* dtype_name(DType dtype) {
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::bf16:
-    case DType::f16: return 2;
-    case DType::f32: return 4;
+    case DType::f16:
+      return 2;
+    case DType::f32:
+      return 4;
   }
   throw Error("dtype_size: dtype value " + std::to_string(static_cast<int>(dtype)) +
               " is not one of bf16, f16, f32");
@@ -41,7 +46,9 @@ std::string Device::str() const {
 bool operator==(const Device& a, const Device& b) {
   return a.kind == b.kind && (a.kind == DeviceKind::cpu || a.index == b.index);
 }
-bool operator!=(const Device& a, const Device& b) { return !(a == b); }
+bool operator!=(const Device& a, const Device& b) {
+  return !(a == b);
+}
 
 Device parse_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
@@ -97,7 +104,9 @@ Tensor Tensor::strided(void* data, DType dtype, Device device, const std::vector
   return t;
 }
 
-std::vector<int64_t> Tensor::sizes() const { return std::vector<int64_t>(shape, shape + rank); }
+std::vector<int64_t> Tensor::sizes() const {
+  return std::vector<int64_t>(shape, shape + rank);
+}
 std::vector<int64_t> Tensor::stride_vector() const {
   return std::vector<int64_t>(strides, strides + rank);
 }
@@ -148,7 +157,7 @@ uint16_t float_to_f16(float value) {
   std::memcpy(&bits, &value, 4);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (abs < 0x38800000u) {
     // Subnormal or zero in f16: scale so the f16 subnormal step (2^-24) is 1 and round.
@@ -196,18 +205,27 @@ float f16_to_float(uint16_t bits) {
 
 float load_as_float(const void* data, DType dtype, int64_t index) {
   switch (dtype) {
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(data)[index]);
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(data)[index]);
-    case DType::f32: return static_cast<const float*>(data)[index];
+    case DType::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(data)[index]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(data)[index]);
+    case DType::f32:
+      return static_cast<const float*>(data)[index];
   }
   return 0.0f;
 }
 
 void store_from_float(void* data, DType dtype, int64_t index, float value) {
   switch (dtype) {
-    case DType::bf16: static_cast<uint16_t*>(data)[index] = float_to_bf16(value); return;
-    case DType::f16: static_cast<uint16_t*>(data)[index] = float_to_f16(value); return;
-    case DType::f32: static_cast<float*>(data)[index] = value; return;
+    case DType::bf16:
+      static_cast<uint16_t*>(data)[index] = float_to_bf16(value);
+      return;
+    case DType::f16:
+      static_cast<uint16_t*>(data)[index] = float_to_f16(value);
+      return;
+    case DType::f32:
+      static_cast<float*>(data)[index] = value;
+      return;
   }
 }
 

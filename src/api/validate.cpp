@@ -34,17 +34,20 @@ void check_tensor(const char* op, const char* name, const Tensor& t, int rank) {
     fail(op, name, "dtype value " + std::to_string(dtype_value) + ": must be bf16, f16 or f32");
   }
   if (t.rank != rank) {
-    fail(op, name, t.str() + ": has rank " + std::to_string(t.rank) + "; rank " +
-                       std::to_string(rank) + " is required");
+    fail(op, name,
+         t.str() + ": has rank " + std::to_string(t.rank) + "; rank " + std::to_string(rank) +
+             " is required");
   }
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] < 1) {
-      fail(op, name, t.str() + ": dim " + std::to_string(i) + " has size " +
-                         std::to_string(t.shape[i]) + "; every size must be >= 1");
+      fail(op, name,
+           t.str() + ": dim " + std::to_string(i) + " has size " + std::to_string(t.shape[i]) +
+               "; every size must be >= 1");
     }
     if (t.strides[i] < 1) {
-      fail(op, name, t.str() + ": dim " + std::to_string(i) + " has stride " +
-                         std::to_string(t.strides[i]) + "; every stride must be >= 1");
+      fail(op, name,
+           t.str() + ": dim " + std::to_string(i) + " has stride " + std::to_string(t.strides[i]) +
+               "; every stride must be >= 1");
     }
   }
   int64_t count = 1;
@@ -58,12 +61,13 @@ void check_tensor(const char* op, const char* name, const Tensor& t, int rank) {
     return std::string("gemmkit::") + op + ": " + name + " " + t.str() + ": size in bytes";
   });
   if (t.data == nullptr) {
-    fail(op, name, t.str() + ": data is null but the tensor has " + std::to_string(count) +
-                       " elements");
+    fail(op, name,
+         t.str() + ": data is null but the tensor has " + std::to_string(count) + " elements");
   }
   if (t.device.kind != DeviceKind::cpu && t.device.kind != DeviceKind::cuda) {
-    fail(op, name, "device kind " + std::to_string(static_cast<int>(t.device.kind)) +
-                       ": must be cpu or cuda");
+    fail(
+        op, name,
+        "device kind " + std::to_string(static_cast<int>(t.device.kind)) + ": must be cpu or cuda");
   }
   if (t.device.is_cuda() && t.device.index < 0) {
     fail(op, name, "device " + t.device.str() + ": the CUDA ordinal must be >= 0");
@@ -80,16 +84,17 @@ void check_non_overlapping(const char* op, const char* name, const Tensor& t) {
   int64_t extent = 1;
   for (int i : order) {
     if (t.strides[i] < extent) {
-      fail(op, name, t.str() + ": elements overlap (dim " + std::to_string(i) + " stride " +
-                         std::to_string(t.strides[i]) + " < extent " + std::to_string(extent) +
-                         " of the faster dims); an output must not overlap itself");
+      fail(op, name,
+           t.str() + ": elements overlap (dim " + std::to_string(i) + " stride " +
+               std::to_string(t.strides[i]) + " < extent " + std::to_string(extent) +
+               " of the faster dims); an output must not overlap itself");
     }
     extent = t.strides[i] * (t.shape[i] - 1) + extent;
   }
 }
 
-void check_disjoint(const char* op, const char* out_name, const Tensor& out,
-                    const char* input_name, const Tensor& input) {
+void check_disjoint(const char* op, const char* out_name, const Tensor& out, const char* input_name,
+                    const Tensor& input) {
   if (out.device != input.device) return;
   const auto span_bytes = [](const Tensor& t) {
     int64_t last = 0;
@@ -101,16 +106,18 @@ void check_disjoint(const char* op, const char* out_name, const Tensor& out,
   const auto* out_end = out_begin + span_bytes(out);
   const auto* in_end = in_begin + span_bytes(input);
   if (out_begin < in_end && in_begin < out_end) {
-    fail(op, out_name, out.str() + ": its memory overlaps " + input_name + " " + input.str() +
-                           "; outputs must not alias inputs");
+    fail(op, out_name,
+         out.str() + ": its memory overlaps " + input_name + " " + input.str() +
+             "; outputs must not alias inputs");
   }
 }
 
 void check_same_device(const char* op, const char* name, const Tensor& t, const char* ref_name,
                        const Tensor& ref) {
   if (t.device != ref.device) {
-    fail(op, name, "is on " + t.device.str() + " but " + ref_name + " is on " +
-                       ref.device.str() + "; all tensors of a call must be on one device");
+    fail(op, name,
+         "is on " + t.device.str() + " but " + ref_name + " is on " + ref.device.str() +
+             "; all tensors of a call must be on one device");
   }
 }
 

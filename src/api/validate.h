@@ -16,8 +16,8 @@ void check_tensor(const char* op, const char* name, const Tensor& t, int rank);
 // No two index tuples of `t` address the same element (required of outputs).
 void check_non_overlapping(const char* op, const char* name, const Tensor& t);
 // The memory spans of `out` and `input` do not intersect (outputs never alias inputs).
-void check_disjoint(const char* op, const char* out_name, const Tensor& out,
-                    const char* input_name, const Tensor& input);
+void check_disjoint(const char* op, const char* out_name, const Tensor& out, const char* input_name,
+                    const Tensor& input);
 void check_same_device(const char* op, const char* name, const Tensor& t, const char* ref_name,
                        const Tensor& ref);
 // Reads an environment variable once per process (GEMMKIT_* only).

@@ -13,8 +13,8 @@ constexpr int kMaxSpatial = 3;
 // out[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).
 struct LinearProblem {
   int64_t n = 0, m = 0, k = 0;
-  Tensor x;     // [n, k], strides >= 1 (any layout)
-  Tensor w;     // [m, k]
+  Tensor x;  // [n, k], strides >= 1 (any layout)
+  Tensor w;  // [m, k]
   bool has_bias = false;
   Tensor bias;  // [m] when has_bias
   Tensor out;   // [n, m], non-overlapping
@@ -22,10 +22,10 @@ struct LinearProblem {
 
 // conv_general, every vector expanded to `spatial` entries.
 struct ConvProblem {
-  int spatial = 0;                     // 1, 2 or 3
-  int64_t batch = 0;                   // n
-  int64_t in_channels = 0;             // c
-  int64_t out_channels = 0;            // o
+  int spatial = 0;           // 1, 2 or 3
+  int64_t batch = 0;         // n
+  int64_t in_channels = 0;   // c
+  int64_t out_channels = 0;  // o
   int64_t groups = 1;
   int64_t in_channels_per_group = 0;   // c / groups
   int64_t out_channels_per_group = 0;  // o / groups
@@ -42,8 +42,8 @@ struct ConvProblem {
   Tensor x;       // (n, in_size..., c)
   Tensor weight;  // (o, kernel_size..., c / groups)
   bool has_bias = false;
-  Tensor bias;    // (o)
-  Tensor out;     // (n, out_size..., o), non-overlapping
+  Tensor bias;  // (o)
+  Tensor out;   // (n, out_size..., o), non-overlapping
 
   int64_t out_positions() const {  // n * prod(out_size); fits int64 (checked at validation)
     int64_t p = batch;

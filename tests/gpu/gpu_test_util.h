@@ -12,11 +12,11 @@
 
 namespace gemmkit::testing {
 
-#define GEMMKIT_REQUIRE_GPU()                                                          \
-  do {                                                                                 \
-    if (::gemmkit::cuda_devices().empty()) {                                           \
-      GTEST_SKIP() << "no usable GPU: " << ::gemmkit::cuda_unavailable_reason();       \
-    }                                                                                  \
+#define GEMMKIT_REQUIRE_GPU()                                                    \
+  do {                                                                           \
+    if (::gemmkit::cuda_devices().empty()) {                                     \
+      GTEST_SKIP() << "no usable GPU: " << ::gemmkit::cuda_unavailable_reason(); \
+    }                                                                            \
   } while (0)
 
 // Random values in [-scale, scale) stored as `dtype`; never all zeros.

@@ -72,8 +72,8 @@ int64_t expect_close_to_cpu(const HostTensor& gpu, const HostTensor& cpu,
     const double acc = acc_rel * ref.scale[static_cast<std::size_t>(e)];
     const double tol = 2 * acc + 2 * u * (std::max(std::fabs(a), std::fabs(b)) + acc) + 2 * tiny;
     if (!(std::fabs(a - b) <= tol) && ++bad <= 3) {
-      ADD_FAILURE() << label << ": element " << e << " gpu " << a << " cpu " << b << " (tol "
-                    << tol << ")";
+      ADD_FAILURE() << label << ": element " << e << " gpu " << a << " cpu " << b << " (tol " << tol
+                    << ")";
     }
   }
   return bad;
@@ -108,8 +108,8 @@ std::vector<ConvCase> matrix() {
   const std::vector<std::string> all{"reference", "direct", "gemm"};
   const std::vector<std::string> dw{"reference", "direct", "depthwise", "gemm"};
   {
-    ConvCase c = make_case("1d stride 2 pad 1/2 bias (odd o: bias through f32 scratch)",
-                           {2, 33, 5}, {7, 3, 5}, all, "cuda.conv.small_o");
+    ConvCase c = make_case("1d stride 2 pad 1/2 bias (odd o: bias through f32 scratch)", {2, 33, 5},
+                           {7, 3, 5}, all, "cuda.conv.small_o");
     c.params.stride = {2};
     c.params.padding_lo = {1};
     c.params.padding_hi = {2};
@@ -140,8 +140,8 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("transposed conv k4 s2 (input dilation + flip) groups 2",
-                           {1, 6, 5, 6}, {10, 4, 4, 3}, all);
+    ConvCase c = make_case("transposed conv k4 s2 (input dilation + flip) groups 2", {1, 6, 5, 6},
+                           {10, 4, 4, 3}, all);
     c.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 1}, {1, 1}, 2);
     c.bias = true;
     v.push_back(c);
@@ -155,8 +155,8 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("depthwise 3x3 c32", {2, 9, 12, 32}, {32, 3, 3, 1}, dw,
-                           "cuda.conv.depthwise");
+    ConvCase c =
+        make_case("depthwise 3x3 c32", {2, 9, 12, 32}, {32, 3, 3, 1}, dw, "cuda.conv.depthwise");
     c.params.groups = 32;
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
@@ -210,16 +210,16 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("depthwise 3d", {1, 4, 5, 6, 8}, {8, 3, 2, 3, 1}, dw,
-                           "cuda.conv.depthwise");
+    ConvCase c =
+        make_case("depthwise 3d", {1, 4, 5, 6, 8}, {8, 3, 2, 3, 1}, dw, "cuda.conv.depthwise");
     c.params.groups = 8;
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("small-o conv_out c128 -> o3 bias", {1, 20, 21, 128},
-                           {3, 3, 3, 128}, all, "cuda.conv.small_o");
+    ConvCase c = make_case("small-o conv_out c128 -> o3 bias", {1, 20, 21, 128}, {3, 3, 3, 128},
+                           all, "cuda.conv.small_o");
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.bias = true;
@@ -234,8 +234,8 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("small-o o5 odd c7 1d dilated", {3, 30, 7}, {5, 3, 7}, all,
-                           "cuda.conv.small_o");
+    ConvCase c =
+        make_case("small-o o5 odd c7 1d dilated", {3, 30, 7}, {5, 3, 7}, all, "cuda.conv.small_o");
     c.params.kernel_dilation = {3};
     c.params.padding_lo = {2};
     c.params.padding_hi = {2};
@@ -250,22 +250,22 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("1x1 c32 o48 bias", {2, 7, 9, 32}, {48, 1, 1, 32}, all,
-                           "cuda.conv.gemm_1x1");
+    ConvCase c =
+        make_case("1x1 c32 o48 bias", {2, 7, 9, 32}, {48, 1, 1, 32}, all, "cuda.conv.gemm_1x1");
     c.bias = true;
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("1x1 groups 2, x positions strided", {1, 6, 5, 16}, {12, 1, 1, 8},
-                           all, "cuda.conv.gemm_1x1");
+    ConvCase c = make_case("1x1 groups 2, x positions strided", {1, 6, 5, 16}, {12, 1, 1, 8}, all,
+                           "cuda.conv.gemm_1x1");
     c.params.groups = 2;
     c.x_layout.pad = {0, 0, 0, 4};  // position stride 20 > c
     c.bias = true;
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("odd channels c3 -> o16 (scalar unfold)", {1, 13, 11, 3},
-                           {16, 3, 3, 3}, all, "cuda.conv.unfold_gemm");
+    ConvCase c = make_case("odd channels c3 -> o16 (scalar unfold)", {1, 13, 11, 3}, {16, 3, 3, 3},
+                           all, "cuda.conv.unfold_gemm");
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     v.push_back(c);
@@ -279,8 +279,7 @@ std::vector<ConvCase> matrix() {
   }
   {
     ConvCase c = make_case("x channels not innermost (no depthwise kernel)", {2, 5, 6, 8},
-                           {8, 3, 3, 1},
-                           {"reference", "direct", "gemm"});
+                           {8, 3, 3, 1}, {"reference", "direct", "gemm"});
     c.params.groups = 8;  // depthwise, but x's channel stride is not 1
     c.x_layout.order = {0, 3, 1, 2};
     v.push_back(c);
@@ -300,8 +299,8 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("unfold in many chunks (tiny workspace)", {2, 12, 10, 8},
-                           {8, 3, 3, 8}, {"gemm", "reference"});
+    ConvCase c = make_case("unfold in many chunks (tiny workspace)", {2, 12, 10, 8}, {8, 3, 3, 8},
+                           {"gemm", "reference"});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.bias = true;
@@ -548,9 +547,7 @@ struct PeriodicTensor {
                             static_cast<std::size_t>(start) * es);
     }
   }
-  double at(int64_t offset) const {
-    return load_as_float(pattern.data(), dtype, offset % period);
-  }
+  double at(int64_t offset) const { return load_as_float(pattern.data(), dtype, offset % period); }
 };
 
 // conv_general at one output element straight from the definition, reading elements through
@@ -591,8 +588,8 @@ struct SampledConv {
       }
       if (!real) continue;
       for (int64_t ci = 0; ci < cpg; ++ci) {
-        const double term = x_at(x_off + (g * cpg + ci) * x_strides.back()) *
-                            w_at(w_off + ci * w_strides.back());
+        const double term =
+            x_at(x_off + (g * cpg + ci) * x_strides.back()) * w_at(w_off + ci * w_strides.back());
         sum += term;
         scale += std::fabs(term);
       }
@@ -648,9 +645,9 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
 }
 
 // Runs conv on device tensors (contiguous out) with `algo`; returns CallInfo.
-CallInfo run_big(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
-                 Buffer& out, const std::vector<int64_t>& out_shape, DType out_dtype,
-                 const ConvParams& params, const std::string& algo, int64_t workspace = -1) {
+CallInfo run_big(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, Buffer& out,
+                 const std::vector<int64_t>& out_shape, DType out_dtype, const ConvParams& params,
+                 const std::string& algo, int64_t workspace = -1) {
   out.fill_bytes(0xFF);
   CallInfo info;
   ConvOptions options;
@@ -691,8 +688,8 @@ TEST(GpuConvBig, SixtyFiveThousandPositionsEveryPath) {
   s.bias_at = [&](int64_t i) { return double(load_as_float(bh.data(), DType::bf16, i)); };
   for (const char* algo : {"auto", "reference", "gemm"}) {
     const CallInfo info = run_big(x, w, b, out, out_shape, DType::bf16, params, algo);
-    check_samples(s, out, DType::bf16, 2000, 1, std::string("65536 positions, ") + algo + " (" +
-                                                    info.kernel + ")");
+    check_samples(s, out, DType::bf16, 2000, 1,
+                  std::string("65536 positions, ") + algo + " (" + info.kernel + ")");
   }
   // Depthwise over the same 65,536 positions.
   Buffer wdb = testing::upload(testing::random_host(DType::bf16, 16 * 9, 0.5f, 10), kGpu);
@@ -731,12 +728,11 @@ TEST(GpuConvBig, SeventyThousandChannels) {
     s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
     s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
     for (const char* algo : {"auto", "reference", "gemm"}) {
-      const CallInfo info =
-          run_big(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
-                  Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape), std::nullopt, out,
-                  out_shape, DType::f32, s.params, algo);
-      check_samples(s, out, DType::f32, 192, 3, std::string("c=70000 1x1 ") + algo + " (" +
-                                                    info.kernel + ")");
+      const CallInfo info = run_big(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
+                                    Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape),
+                                    std::nullopt, out, out_shape, DType::f32, s.params, algo);
+      check_samples(s, out, DType::f32, 192, 3,
+                    std::string("c=70000 1x1 ") + algo + " (" + info.kernel + ")");
     }
   }
   {
@@ -791,12 +787,11 @@ TEST(GpuConvBig, OutputPastTwoToTheThirtyOneElements) {
     s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
     s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
     for (const char* algo : {"auto", "reference"}) {
-      const CallInfo info =
-          run_big(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
-                  Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape), std::nullopt, out,
-                  out_shape, DType::bf16, s.params, algo);
-      check_samples(s, out, DType::bf16, 2000, 5, std::string("2^31-element out, ") + algo +
-                                                      " (" + info.kernel + ")");
+      const CallInfo info = run_big(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
+                                    Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape),
+                                    std::nullopt, out, out_shape, DType::bf16, s.params, algo);
+      check_samples(s, out, DType::bf16, 2000, 5,
+                    std::string("2^31-element out, ") + algo + " (" + info.kernel + ")");
     }
   }
   {
@@ -827,11 +822,11 @@ TEST(GpuConvBig, OutputPastTwoToTheThirtyOneElements) {
     s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
     const CallInfo info = run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "auto");
     EXPECT_EQ(info.kernel, "cuda.conv.depthwise");
-    const std::vector<double> depthwise = check_samples(s, out, DType::bf16, 2000, 6,
-                                                        "2^31-element depthwise");
+    const std::vector<double> depthwise =
+        check_samples(s, out, DType::bf16, 2000, 6, "2^31-element depthwise");
     run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "reference");
-    const std::vector<double> generic = check_samples(s, out, DType::bf16, 2000, 6,
-                                                      "2^31-element depthwise, reference");
+    const std::vector<double> generic =
+        check_samples(s, out, DType::bf16, 2000, 6, "2^31-element depthwise, reference");
     EXPECT_EQ(depthwise, generic);
   }
 }
@@ -904,8 +899,9 @@ TEST(GpuConvBig, Output2048SquaredThroughChunks) {
     EXPECT_EQ(info.kernel, "cuda.conv.unfold_gemm");
     EXPECT_NE(info.reason.find("chunks="), std::string::npos) << info.reason;
     EXPECT_EQ(info.reason.find("chunks=1 "), std::string::npos) << info.reason;
-    check_samples(s, out, DType::bf16, 2000, 8,
-                  "2048^2 x 128, workspace " + std::to_string(workspace) + " (" + info.reason + ")");
+    check_samples(
+        s, out, DType::bf16, 2000, 8,
+        "2048^2 x 128, workspace " + std::to_string(workspace) + " (" + info.reason + ")");
   }
 }
 

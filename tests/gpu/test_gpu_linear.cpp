@@ -91,7 +91,8 @@ TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
         for (int j = 0; j < 3; ++j) these.push_back(ns[(case_index * 3 + j) % ns.size()]);
       }
       for (int64_t n : these) {
-        const LinearCase c{n, m, k, case_index % 2 == 0, case_index % 3 == 0 ? DType::f32 : DType::bf16};
+        const LinearCase c{n, m, k, case_index % 2 == 0,
+                           case_index % 3 == 0 ? DType::f32 : DType::bf16};
         ++case_index;
         DeviceLinear problem(c, 1000 + static_cast<uint64_t>(case_index));
         const std::vector<uint8_t> reference = problem.run("reference", 0);
@@ -128,10 +129,9 @@ TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
 
 TEST(GpuLinear, ReferenceMatchesCpuBackend) {
   GEMMKIT_REQUIRE_GPU();
-  for (const LinearCase& c : {LinearCase{1, 128, 720, true, DType::bf16},
-                              LinearCase{13, 100, 1000, false, DType::f32},
-                              LinearCase{64, 256, 2880, true, DType::f32},
-                              LinearCase{7, 17, 72, true, DType::bf16}}) {
+  for (const LinearCase& c :
+       {LinearCase{1, 128, 720, true, DType::bf16}, LinearCase{13, 100, 1000, false, DType::f32},
+        LinearCase{64, 256, 2880, true, DType::f32}, LinearCase{7, 17, 72, true, DType::bf16}}) {
     DeviceLinear problem(c, 77);
     const std::vector<uint8_t> gpu = problem.run("reference", 0);
     std::vector<uint8_t> cpu(gpu.size());
@@ -147,8 +147,9 @@ TEST(GpuLinear, ReferenceMatchesCpuBackend) {
       for (int64_t j = 0; j < c.m; ++j) {
         double scale = c.bias ? std::fabs(load_as_float(problem.b_host.data(), DType::bf16, j)) : 0;
         for (int64_t t = 0; t < c.k; ++t) {
-          scale += std::fabs(double(load_as_float(problem.x_host.data(), DType::bf16, i * c.k + t)) *
-                             load_as_float(problem.w_host.data(), DType::bf16, j * c.k + t));
+          scale +=
+              std::fabs(double(load_as_float(problem.x_host.data(), DType::bf16, i * c.k + t)) *
+                        load_as_float(problem.w_host.data(), DType::bf16, j * c.k + t));
         }
         const double a = load_as_float(gpu.data(), c.out, i * c.m + j);
         const double b = load_as_float(cpu.data(), c.out, i * c.m + j);
@@ -161,7 +162,8 @@ TEST(GpuLinear, ReferenceMatchesCpuBackend) {
 
 TEST(GpuLinear, BatchInvariance) {
   GEMMKIT_REQUIRE_GPU();
-  for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{128, 2880}, {256, 7168}, {32, 720}}) {
+  for (const auto& [m, k] :
+       std::vector<std::pair<int64_t, int64_t>>{{128, 2880}, {256, 7168}, {32, 720}}) {
     const int64_t max_n = cuda::linear_family::family_max_n(m, k);  // the largest n served
     const LinearCase big{max_n, m, k, true, DType::f32};
     DeviceLinear problem(big, 4242);
@@ -170,13 +172,15 @@ TEST(GpuLinear, BatchInvariance) {
       // The first n rows of x alone.
       Buffer out(static_cast<std::size_t>(n * m) * 4, kGpu);
       out.fill_bytes(0xFF);
-      const auto bias = std::optional<Tensor>(Tensor::contiguous(problem.b.data(), DType::bf16, kGpu, {m}));
+      const auto bias =
+          std::optional<Tensor>(Tensor::contiguous(problem.b.data(), DType::bf16, kGpu, {m}));
       linear(Tensor::contiguous(problem.x.data(), DType::bf16, kGpu, {n, k}),
              Tensor::contiguous(problem.w.data(), DType::bf16, kGpu, {m, k}), bias,
              Tensor::contiguous(out.data(), DType::f32, kGpu, {n, m}));
       const std::vector<uint8_t> rows = download(out);
       ASSERT_EQ(std::memcmp(rows.data(), full.data(), rows.size()), 0)
-          << "m=" << m << " k=" << k << ": rows of an n=" << n << " call differ from the same rows at n=" << max_n;
+          << "m=" << m << " k=" << k << ": rows of an n=" << n
+          << " call differ from the same rows at n=" << max_n;
     }
   }
 }
@@ -218,7 +222,8 @@ void check_chain(int length, int pdl) {
   Buffer w = upload(w_host, kGpu);
   std::vector<Buffer> activations;
   activations.push_back(upload(x_host, kGpu));
-  for (int i = 0; i < length; ++i) activations.emplace_back(static_cast<std::size_t>(n * d) * 2, kGpu);
+  for (int i = 0; i < length; ++i)
+    activations.emplace_back(static_cast<std::size_t>(n * d) * 2, kGpu);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   LinearOptions options;
@@ -245,8 +250,8 @@ void check_chain(int length, int pdl) {
     for (int i = 1; i <= length; ++i) activations[i].fill_bytes(0xFF);
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(download(activations.back()), eager) << "chain of " << length << " pdl " << pdl
-                                                   << " replay " << replay;
+    ASSERT_EQ(download(activations.back()), eager)
+        << "chain of " << length << " pdl " << pdl << " replay " << replay;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -286,9 +291,9 @@ namespace {
 // (memcheck, racecheck, synccheck), where big shapes would take too long.
 TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
   GEMMKIT_REQUIRE_GPU();
-  for (const LinearCase& c : {LinearCase{3, 40, 1032, true, DType::bf16},
-                              LinearCase{20, 130, 4104, false, DType::f32},
-                              LinearCase{1, 128, 2880, true, DType::bf16}}) {
+  for (const LinearCase& c :
+       {LinearCase{3, 40, 1032, true, DType::bf16}, LinearCase{20, 130, 4104, false, DType::f32},
+        LinearCase{1, 128, 2880, true, DType::bf16}}) {
     DeviceLinear problem(c, 3);
     const auto reference = problem.run("reference", 0);
     for (const std::string kernel : {"ring4", "ring8", "ring16"}) {

@@ -19,13 +19,13 @@ using testing::download;
 using testing::random_host;
 using testing::upload;
 
-#define GEMMKIT_REQUIRE_TWO_GPUS()                                                         \
-  do {                                                                                     \
-    const std::size_t count = ::gemmkit::cuda_devices().size();                            \
-    if (count < 2) {                                                                       \
-      GTEST_SKIP() << "needs two GPUs, found " << count                                    \
-                   << (count == 0 ? ": " + ::gemmkit::cuda_unavailable_reason() : "");     \
-    }                                                                                      \
+#define GEMMKIT_REQUIRE_TWO_GPUS()                                                     \
+  do {                                                                                 \
+    const std::size_t count = ::gemmkit::cuda_devices().size();                        \
+    if (count < 2) {                                                                   \
+      GTEST_SKIP() << "needs two GPUs, found " << count                                \
+                   << (count == 0 ? ": " + ::gemmkit::cuda_unavailable_reason() : ""); \
+    }                                                                                  \
   } while (0)
 
 // One linear and one conv problem with fixed random inputs, placed on a chosen device.
@@ -54,13 +54,30 @@ struct OnDevice {
         filter(upload(work.filter, device)),
         image_out(work.image.size(), device) {}
 
-  Tensor linear_in() const { return Tensor::contiguous(x.data(), DType::bf16, device, {Workload::kN, Workload::kK}); }
-  Tensor linear_w() const { return Tensor::contiguous(w.data(), DType::bf16, device, {Workload::kM, Workload::kK}); }
-  Tensor linear_bias() const { return Tensor::contiguous(b.data(), DType::bf16, device, {Workload::kM}); }
-  Tensor linear_out() const { return Tensor::contiguous(out.data(), DType::bf16, device, {Workload::kN, Workload::kM}); }
-  Tensor conv_in() const { return Tensor::contiguous(image.data(), DType::bf16, device, {1, Workload::kSide, Workload::kSide, Workload::kChannels}); }
-  Tensor conv_w() const { return Tensor::contiguous(filter.data(), DType::bf16, device, {Workload::kChannels, 3, 3, Workload::kChannels}); }
-  Tensor conv_out() const { return Tensor::contiguous(image_out.data(), DType::bf16, device, {1, Workload::kSide, Workload::kSide, Workload::kChannels}); }
+  Tensor linear_in() const {
+    return Tensor::contiguous(x.data(), DType::bf16, device, {Workload::kN, Workload::kK});
+  }
+  Tensor linear_w() const {
+    return Tensor::contiguous(w.data(), DType::bf16, device, {Workload::kM, Workload::kK});
+  }
+  Tensor linear_bias() const {
+    return Tensor::contiguous(b.data(), DType::bf16, device, {Workload::kM});
+  }
+  Tensor linear_out() const {
+    return Tensor::contiguous(out.data(), DType::bf16, device, {Workload::kN, Workload::kM});
+  }
+  Tensor conv_in() const {
+    return Tensor::contiguous(image.data(), DType::bf16, device,
+                              {1, Workload::kSide, Workload::kSide, Workload::kChannels});
+  }
+  Tensor conv_w() const {
+    return Tensor::contiguous(filter.data(), DType::bf16, device,
+                              {Workload::kChannels, 3, 3, Workload::kChannels});
+  }
+  Tensor conv_out() const {
+    return Tensor::contiguous(image_out.data(), DType::bf16, device,
+                              {1, Workload::kSide, Workload::kSide, Workload::kChannels});
+  }
 
   static ConvParams padding_one() {
     ConvParams p;
@@ -91,21 +108,27 @@ TEST(GpuMulti, CallsOnTheOtherDeviceMatchAndRestoreTheCaller) {
   OnDevice zero(work, 0), one(work, 1);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const auto reference = zero.run();  // tensors on the current device
-  for (const auto& [current, target] : std::vector<std::pair<int, OnDevice*>>{{0, &one}, {1, &zero}}) {
+  for (const auto& [current, target] :
+       std::vector<std::pair<int, OnDevice*>>{{0, &one}, {1, &zero}}) {
     ASSERT_EQ(cudaSetDevice(current), cudaSuccess);
     const auto got = target->run();
-    EXPECT_EQ(got.first, reference.first) << "linear on " << target->device.str() << " from cuda:" << current;
-    EXPECT_EQ(got.second, reference.second) << "conv on " << target->device.str() << " from cuda:" << current;
+    EXPECT_EQ(got.first, reference.first)
+        << "linear on " << target->device.str() << " from cuda:" << current;
+    EXPECT_EQ(got.second, reference.second)
+        << "conv on " << target->device.str() << " from cuda:" << current;
     EXPECT_EQ(current_device(), current) << "the caller's device was not restored";
     // An error raised inside the CUDA backend, after it switched devices.
     LinearOptions bad;
     bad.kernel = "no-such-kernel";
-    EXPECT_THROW(linear(target->linear_in(), target->linear_w(), std::nullopt, target->linear_out(), bad), Error);
+    EXPECT_THROW(
+        linear(target->linear_in(), target->linear_w(), std::nullopt, target->linear_out(), bad),
+        Error);
     EXPECT_EQ(current_device(), current) << "the caller's device was not restored after an error";
     ConvOptions bad_conv;
     bad_conv.algo = "no-such-algo";
     EXPECT_THROW(conv(target->conv_in(), target->conv_w(), std::nullopt, target->conv_out(),
-                      OnDevice::padding_one(), bad_conv), Error);
+                      OnDevice::padding_one(), bad_conv),
+                 Error);
     EXPECT_EQ(current_device(), current);
   }
 }
@@ -123,7 +146,8 @@ TEST(GpuMulti, PerDeviceStateSurvivesAlternatingDevices) {
     LinearOptions options;
     options.kernel = round % 3 == 0 ? "cublaslt" : round % 3 == 1 ? "ring8" : "reference";
     target.out.fill_bytes(0xFF);
-    linear(target.linear_in(), target.linear_w(), target.linear_bias(), target.linear_out(), options);
+    linear(target.linear_in(), target.linear_w(), target.linear_bias(), target.linear_out(),
+           options);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 }
@@ -144,24 +168,31 @@ TEST(GpuMulti, OneThreadPerDeviceTenThousandGraphCallsEach) {
       // Ping-pong chains: linear x -> out -> x ... ; conv image -> image_out -> image ...
       Buffer x_copy(on.x.bytes(), on.device), image_copy(on.image.bytes(), on.device);
       cudaStream_t stream;
-      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) throw Error("stream");
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+        throw Error("stream");
       const auto s = reinterpret_cast<Stream>(stream);
       const auto chain = [&] {
         for (int i = 0; i < kCallsPerGraph / 2; ++i) {
           const bool even = i % 2 == 0;
-          const Tensor lin_in = Tensor::contiguous(even ? on.x.data() : on.out.data(), DType::bf16, on.device, {Workload::kN, Workload::kK});
-          const Tensor lin_out = Tensor::contiguous(even ? on.out.data() : on.x.data(), DType::bf16, on.device, {Workload::kN, Workload::kM});
+          const Tensor lin_in = Tensor::contiguous(even ? on.x.data() : on.out.data(), DType::bf16,
+                                                   on.device, {Workload::kN, Workload::kK});
+          const Tensor lin_out = Tensor::contiguous(even ? on.out.data() : on.x.data(), DType::bf16,
+                                                    on.device, {Workload::kN, Workload::kM});
           linear(lin_in, on.linear_w(), on.linear_bias(), lin_out, {}, s);
-          const auto shape = std::vector<int64_t>{1, Workload::kSide, Workload::kSide, Workload::kChannels};
-          conv(Tensor::contiguous(even ? on.image.data() : on.image_out.data(), DType::bf16, on.device, shape),
+          const auto shape =
+              std::vector<int64_t>{1, Workload::kSide, Workload::kSide, Workload::kChannels};
+          conv(Tensor::contiguous(even ? on.image.data() : on.image_out.data(), DType::bf16,
+                                  on.device, shape),
                on.conv_w(), std::nullopt,
-               Tensor::contiguous(even ? on.image_out.data() : on.image.data(), DType::bf16, on.device, shape),
+               Tensor::contiguous(even ? on.image_out.data() : on.image.data(), DType::bf16,
+                                  on.device, shape),
                OnDevice::padding_one(), {}, s);
         }
       };
       cudaGraph_t graph;
       cudaGraphExec_t exec;
-      if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) throw Error("capture");
+      if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        throw Error("capture");
       chain();
       if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) throw Error("end capture");
       if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) throw Error("instantiate");
@@ -206,13 +237,15 @@ TEST(GpuMulti, TensorsOnDifferentDevicesAreRejected) {
     linear(zero.linear_in(), one.linear_w(), std::nullopt, zero.linear_out());
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("w is on cuda:1 but x is on cuda:0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("w is on cuda:1 but x is on cuda:0"), std::string::npos)
+        << e.what();
   }
   try {
     conv(one.conv_in(), one.conv_w(), std::nullopt, zero.conv_out(), OnDevice::padding_one());
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("out is on cuda:0 but x is on cuda:1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out is on cuda:0 but x is on cuda:1"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -19,12 +19,12 @@ namespace gemmkit::cuda {
 
 }  // namespace gemmkit::cuda
 
-#define GEMMKIT_CUDA_CHECK(call)                                                        \
-  do {                                                                                  \
-    const cudaError_t gemmkit_status_ = (call);                                         \
-    if (gemmkit_status_ != cudaSuccess) {                                               \
-      ::gemmkit::cuda::throw_cuda_error(gemmkit_status_, #call, __FILE__, __LINE__);    \
-    }                                                                                   \
+#define GEMMKIT_CUDA_CHECK(call)                                                     \
+  do {                                                                               \
+    const cudaError_t gemmkit_status_ = (call);                                      \
+    if (gemmkit_status_ != cudaSuccess) {                                            \
+      ::gemmkit::cuda::throw_cuda_error(gemmkit_status_, #call, __FILE__, __LINE__); \
+    }                                                                                \
   } while (0)
 
 // After a kernel launch: launch-configuration errors surface here, not at a later call.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda.h>
+
 #include <cstdint>
 
 namespace gemmkit::cuda::ptx {
@@ -94,8 +95,9 @@ __device__ __forceinline__ void cluster_sync() {
 // Reads a float at the same shared-memory offset in CTA `rank` of the cluster.
 __device__ __forceinline__ float load_cluster_float(const float* local, uint32_t rank) {
   uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_address(local)),
-               "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(smem_address(local)), "r"(rank));
   float value;
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
   return value;

@@ -36,9 +36,9 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   const int device = problem.x.device.index;
   const DeviceDescription dev = describe_device(device_properties(device));  // Error if absent
   DeviceGuard guard(device);
-  const ConvRequest request = resolve_request(
-      options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
-      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"));
+  const ConvRequest request =
+      resolve_request(options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"),
+                      options.workspace_bytes, detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"));
   ConvConfig config = select_conv_config(problem, dev, request);
   const ConvGeometry g = normalize(problem);
   const cudaStream_t s = stream;

@@ -18,9 +18,8 @@ namespace gemmkit::cuda::conv_impl {
 
 template <typename T, typename TOut>
 __global__ void __launch_bounds__(256)
-    conv_bias_pass_kernel(const float* acc, int64_t acc_ld, TOut* out, int64_t out_ld,
-                          int64_t rows, int64_t o, const T* __restrict__ bias,
-                          int64_t bias_stride) {
+    conv_bias_pass_kernel(const float* acc, int64_t acc_ld, TOut* out, int64_t out_ld, int64_t rows,
+                          int64_t o, const T* __restrict__ bias, int64_t bias_stride) {
   const int64_t count = rows * o;
   for (int64_t iteration = 0;; ++iteration) {
     const int64_t e = grid_stride_index(blockIdx.x, threadIdx.x, iteration, gridDim.x, blockDim.x);

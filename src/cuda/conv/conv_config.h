@@ -60,17 +60,24 @@ enum class ConvPath : int { direct = 0, depthwise = 1, small_o = 2, gemm_1x1 = 3
 
 inline const char* path_name(ConvPath path) {
   switch (path) {
-    case ConvPath::direct: return "direct";
-    case ConvPath::depthwise: return "depthwise";
-    case ConvPath::small_o: return "small_o";
-    case ConvPath::gemm_1x1: return "gemm_1x1";
-    case ConvPath::unfold_gemm: return "unfold_gemm";
+    case ConvPath::direct:
+      return "direct";
+    case ConvPath::depthwise:
+      return "depthwise";
+    case ConvPath::small_o:
+      return "small_o";
+    case ConvPath::gemm_1x1:
+      return "gemm_1x1";
+    case ConvPath::unfold_gemm:
+      return "unfold_gemm";
   }
   return "?";
 }
 
 // The CallInfo kernel name of a path.
-inline std::string kernel_name(ConvPath path) { return std::string("cuda.conv.") + path_name(path); }
+inline std::string kernel_name(ConvPath path) {
+  return std::string("cuda.conv.") + path_name(path);
+}
 
 // How a GEMM path adds the bias (always in fp32, to the fp32 GEMM result, before the one
 // rounding to out's dtype).
@@ -87,10 +94,14 @@ enum class BiasMode : int {
 
 inline const char* bias_mode_name(BiasMode mode) {
   switch (mode) {
-    case BiasMode::none: return "none";
-    case BiasMode::epilogue: return "epilogue";
-    case BiasMode::pass: return "pass";
-    case BiasMode::scratch: return "scratch";
+    case BiasMode::none:
+      return "none";
+    case BiasMode::epilogue:
+      return "epilogue";
+    case BiasMode::pass:
+      return "pass";
+    case BiasMode::scratch:
+      return "scratch";
   }
   return "?";
 }
@@ -110,10 +121,10 @@ struct ConvConfig {
   // Main kernel launch (the unfold kernel for unfold_gemm; the grid of its first, full chunk).
   int block = kDirectBlock;
   LaunchGrid grid;
-  int64_t grid_cap = 1;  // most blocks of a grid-stride launch (later chunks' grids too)
-  int vector = 1;  // elements per vector access (unfold, depthwise, small_o)
-  int tile = 1;    // outputs per thread along the last spatial dim (depthwise)
-  int lanes = 1;   // lanes sharing one output position group (small_o)
+  int64_t grid_cap = 1;    // most blocks of a grid-stride launch (later chunks' grids too)
+  int vector = 1;          // elements per vector access (unfold, depthwise, small_o)
+  int tile = 1;            // outputs per thread along the last spatial dim (depthwise)
+  int lanes = 1;           // lanes sharing one output position group (small_o)
   int64_t smem_bytes = 0;  // dynamic shared memory of the main kernel
   DepthwiseTiling depthwise;
   SmallOTiling small_o;
@@ -126,8 +137,8 @@ struct ConvConfig {
   int64_t chunks = 0;
   // Workspace layout of one chunk: [unfold | f32 scratch (BiasMode::scratch) | cuBLASLt], each
   // part starting at a multiple of kWorkspaceAlign.
-  int64_t unfold_bytes = 0;     // unfold buffer (0 for gemm_1x1)
-  int64_t scratch_offset = 0;   // f32 GEMM result [chunk_rows][o] (BiasMode::scratch)
+  int64_t unfold_bytes = 0;    // unfold buffer (0 for gemm_1x1)
+  int64_t scratch_offset = 0;  // f32 GEMM result [chunk_rows][o] (BiasMode::scratch)
   int64_t scratch_bytes = 0;
   int64_t lt_offset = 0;
   int64_t workspace_bytes = 0;  // what the launcher allocates: lt_offset + lt_workspace_bytes
@@ -146,9 +157,8 @@ inline std::string to_string(const ConvConfig& c) {
   if (c.path == ConvPath::gemm_1x1 || c.path == ConvPath::unfold_gemm) {
     s << " chunk_rows=" << c.chunk_rows << " chunks=" << c.chunks
       << " unfold_bytes=" << c.unfold_bytes << " scratch_bytes=" << c.scratch_bytes
-      << " lt_workspace=" << c.lt_workspace_bytes
-      << " workspace=" << c.workspace_bytes << "/" << c.workspace_budget
-      << " bias=" << bias_mode_name(c.bias);
+      << " lt_workspace=" << c.lt_workspace_bytes << " workspace=" << c.workspace_bytes << "/"
+      << c.workspace_budget << " bias=" << bias_mode_name(c.bias);
   }
   s << " reason: " << c.reason;
   return s.str();
@@ -202,14 +212,17 @@ inline int64_t max_blocks(const DeviceDescription& dev) {
   return std::min<int64_t>(dev.max_grid_x, int64_t{dev.multiprocessors} * kBlocksPerSm);
 }
 
-inline int64_t elem_size(DType dtype) { return static_cast<int64_t>(dtype_size(dtype)); }
+inline int64_t elem_size(DType dtype) {
+  return static_cast<int64_t>(dtype_size(dtype));
+}
 
-inline int64_t channel_stride(const Tensor& t) { return t.strides[t.rank - 1]; }
+inline int64_t channel_stride(const Tensor& t) {
+  return t.strides[t.rank - 1];
+}
 
 inline std::string why_not_depthwise(const detail::ConvProblem& p) {
   if (p.groups != p.in_channels || p.in_channels_per_group != 1) {
-    return "groups (" + std::to_string(p.groups) + ") != c (" + std::to_string(p.in_channels) +
-           ")";
+    return "groups (" + std::to_string(p.groups) + ") != c (" + std::to_string(p.in_channels) + ")";
   }
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
   if (channel_stride(p.out) != 1 && p.out_channels > 1) return "out's channel stride is not 1";
@@ -231,9 +244,8 @@ inline std::string why_not_small_o(const detail::ConvProblem& p) {
   if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
   if (small_o_weight_bytes(p) > kMaxKernelSmem) {
-    return "the weight (" + std::to_string(small_o_weight_bytes(p)) +
-           " bytes) does not fit in " + std::to_string(kMaxKernelSmem / 1024) +
-           " KiB of shared memory";
+    return "the weight (" + std::to_string(small_o_weight_bytes(p)) + " bytes) does not fit in " +
+           std::to_string(kMaxKernelSmem / 1024) + " KiB of shared memory";
   }
   return "";
 }
@@ -250,11 +262,12 @@ inline int out_row_alignment(const detail::ConvProblem& p, const ConvConfig& c) 
   const int64_t eo = elem_size(p.out.dtype);
   int alignment = pointer_alignment(p.out.data);
   if (c.out_row_stride > 0) {
-    alignment = std::min(alignment, address_alignment(static_cast<uint64_t>(c.out_row_stride * eo)));
+    alignment =
+        std::min(alignment, address_alignment(static_cast<uint64_t>(c.out_row_stride * eo)));
   }
   if (p.groups > 1) {
-    alignment = std::min(alignment, address_alignment(static_cast<uint64_t>(
-                                        p.out_channels_per_group * eo)));
+    alignment = std::min(alignment,
+                         address_alignment(static_cast<uint64_t>(p.out_channels_per_group * eo)));
   }
   return alignment;
 }
@@ -306,7 +319,9 @@ inline int64_t lt_workspace_for(int64_t budget) {
   return lt / kWorkspaceAlign * kWorkspaceAlign;
 }
 
-inline int64_t round_up(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return ceil_div(value, multiple) * multiple;
+}
 
 // Chunking and workspace layout of a GEMM path: each output row needs `unfold_row_bytes` of
 // unfold (0 for gemm_1x1) and, with BiasMode::scratch, o * 4 bytes of fp32 scratch; the rest
@@ -376,7 +391,8 @@ inline int vector_width_for(const detail::ConvProblem& p, int64_t run) {
   for (int64_t bytes = 16; bytes > esize; bytes /= 2) {
     const int64_t v = bytes / esize;
     bool ok = run % v == 0 && alignment >= bytes;
-    for (int i = 0; i + 1 < p.x.rank; ++i) ok = ok && (p.x.strides[i] % v == 0 || p.x.shape[i] == 1);
+    for (int i = 0; i + 1 < p.x.rank; ++i)
+      ok = ok && (p.x.strides[i] % v == 0 || p.x.shape[i] == 1);
     if (ok) return static_cast<int>(v);
   }
   return 1;
@@ -390,8 +406,8 @@ inline std::string why_not_unfold(const detail::ConvProblem& p, const DeviceDesc
   if (row > kMaxGemmSpan) return "one unfold row has more than 2^31 - 1 elements";
   c.unfold_row_elements = row;
   // B spans (rows - 1) * row + row elements, D (rows - 1) * ldd + o.
-  const int64_t span_rows = std::min(rows_within_span(row, row),
-                                     rows_within_span(c.out_row_stride, p.out_channels));
+  const int64_t span_rows =
+      std::min(rows_within_span(row, row), rows_within_span(c.out_row_stride, p.out_channels));
   const std::string plan = plan_chunks(p, budget, row * elem_size(p.x.dtype), span_rows, c);
   if (!plan.empty()) return plan;
   c.vector = vector_width_for(p, p.in_channels_per_group);
@@ -416,9 +432,9 @@ inline ConvConfig direct_config(const detail::ConvProblem& p, const DeviceDescri
 }
 
 // Depthwise kernel (conv_depthwise.cuh): `vector` output channels per thread (the widest, up to
-// kDepthwiseMaxVector, that divides o and suits out's alignment), kDepthwiseTile outputs along the last spatial dim, tiles
-// of up to 32 channel vectors x (256 / that) strips, weights of a tile's channels staged in
-// shared memory as fp32 [tap][channel].
+// kDepthwiseMaxVector, that divides o and suits out's alignment), kDepthwiseTile outputs along the
+// last spatial dim, tiles of up to 32 channel vectors x (256 / that) strips, weights of a tile's
+// channels staged in shared memory as fp32 [tap][channel].
 inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDescription& dev,
                                    const std::string& algo, const std::string& reason) {
   ConvConfig c;
@@ -520,10 +536,13 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   }
   const std::string no_small_o = why_not_small_o(p);
   if (algo == "direct") {
-    if (no_depthwise.empty()) return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
-    if (no_small_o.empty()) return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)");
-    return direct_config(p, dev, algo, "algo 'direct': generic direct kernel (depthwise: " +
-                                           no_depthwise + "; small-o: " + no_small_o + ")");
+    if (no_depthwise.empty())
+      return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
+    if (no_small_o.empty())
+      return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)");
+    return direct_config(p, dev, algo,
+                         "algo 'direct': generic direct kernel (depthwise: " + no_depthwise +
+                             "; small-o: " + no_small_o + ")");
   }
 
   const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
@@ -565,8 +584,9 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     (no_1x1.empty() ? no_1x1 : no_unfold) =
         "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
   }
-  return direct_config(p, dev, algo, "generic direct kernel (1x1 GEMM: " + no_1x1 +
-                                         "; unfold + GEMM: " + no_unfold + ")");
+  return direct_config(
+      p, dev, algo,
+      "generic direct kernel (1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold + ")");
 }
 
 // ---- GEMM operands ----------------------------------------------------------------------------

@@ -7,8 +7,8 @@
 namespace gemmkit::cuda::conv_impl {
 
 void launch_conv_depthwise(const ConvGeometry& g, const DepthwiseTiling& t, int vector,
-                           DType x_dtype, DType out_dtype, const ConvPointers& ptr,
-                           LaunchGrid grid, int64_t smem_bytes, cudaStream_t stream) {
+                           DType x_dtype, DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
+                           int64_t smem_bytes, cudaStream_t stream) {
   const bool window = g.kernel[2] <= kDepthwiseMaxRegisterTaps && g.stride[2] == 1 &&
                       g.kdil[2] == 1 && g.idil[2] == 1;
   const dim3 block(static_cast<unsigned>(t.cvt), static_cast<unsigned>(t.spb));

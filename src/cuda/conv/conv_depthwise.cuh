@@ -71,7 +71,8 @@ __device__ __forceinline__ void load_weights(const float* p, float (&wv)[kV]) {
 // Stores kV consecutive values (16-byte pieces; the caller guarantees alignment).
 template <typename TOut, int kV>
 __device__ __forceinline__ void store_vector(TOut* p, const float (&values)[kV]) {
-  constexpr int kPiece = static_cast<int>(16 / sizeof(TOut)) < kV ? static_cast<int>(16 / sizeof(TOut)) : kV;
+  constexpr int kPiece =
+      static_cast<int>(16 / sizeof(TOut)) < kV ? static_cast<int>(16 / sizeof(TOut)) : kV;
 #pragma unroll
   for (int base = 0; base < kV; base += kPiece) {
     Vec<TOut, kPiece> piece;
@@ -195,7 +196,8 @@ __global__ void __launch_bounds__(256, 2)
 
     float b[kV];
 #pragma unroll
-    for (int v = 0; v < kV; ++v) b[v] = g.has_bias ? to_float(bias[(oc0 + v) * g.bias_stride]) : 0.0f;
+    for (int v = 0; v < kV; ++v)
+      b[v] = g.has_bias ? to_float(bias[(oc0 + v) * g.bias_stride]) : 0.0f;
     TOut* out_row = out + n * g.out_stride[0] + od0 * g.out_stride[1] + od1 * g.out_stride[2] + oc0;
 #pragma unroll
     for (int j = 0; j < kTile; ++j) {

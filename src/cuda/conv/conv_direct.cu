@@ -27,8 +27,8 @@ void launch_conv_unfold(const ConvGeometry& g, DType x_dtype, int vector, const 
     constexpr int kElemBytes = decltype(elem_bytes)::value;
     dispatch_vector<16 / kElemBytes>(vector, [&](auto v) {
       constexpr int kV = decltype(v)::value;
-      conv_unfold_kernel<kElemBytes, kV><<<dim3(grid.x, grid.y, grid.z), block, 0, stream>>>(
-          g, x, unfold, row0, rows);
+      conv_unfold_kernel<kElemBytes, kV>
+          <<<dim3(grid.x, grid.y, grid.z), block, 0, stream>>>(g, x, unfold, row0, rows);
       GEMMKIT_CUDA_CHECK_LAUNCH();
     });
   };

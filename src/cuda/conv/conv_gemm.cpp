@@ -35,16 +35,19 @@ void check_lt(cublasStatus_t status, const char* call, const char* file, int lin
 
 void check_device_index(int device) {
   if (device < 0 || device >= kMaxDevices) {
-    throw Error("gemmkit::conv: device cuda:" + std::to_string(device) +
-                " is beyond the " + std::to_string(kMaxDevices) + " devices the conv caches hold");
+    throw Error("gemmkit::conv: device cuda:" + std::to_string(device) + " is beyond the " +
+                std::to_string(kMaxDevices) + " devices the conv caches hold");
   }
 }
 
 cudaDataType_t cuda_type(DType dtype) {
   switch (dtype) {
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    case DType::f32: return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f32:
+      return CUDA_R_32F;
   }
   return CUDA_R_32F;
 }
@@ -92,8 +95,7 @@ std::string allocation_failure(int64_t bytes, cudaError_t status) {
 // Runs work(pointer) with `bytes` of device workspace usable in stream order on `stream`.
 // Returns false, having run nothing, when the memory cannot be allocated.
 template <typename Work>
-bool with_workspace(int device, int64_t bytes, cudaStream_t stream, std::string& why,
-                    Work&& work) {
+bool with_workspace(int device, int64_t bytes, cudaStream_t stream, std::string& why, Work&& work) {
   if (bytes == 0) {
     work(nullptr);
     return true;
@@ -174,9 +176,8 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribut
 
 void make_layout(cublasLtMatrixLayout_t& layout, DType dtype, int64_t rows, int64_t cols,
                  int64_t ld, int64_t batch, int64_t batch_stride) {
-  GEMMKIT_CONV_LT_CHECK(cublasLtMatrixLayoutCreate(&layout, cuda_type(dtype),
-                                                   static_cast<uint64_t>(rows),
-                                                   static_cast<uint64_t>(cols), ld));
+  GEMMKIT_CONV_LT_CHECK(cublasLtMatrixLayoutCreate(
+      &layout, cuda_type(dtype), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);  // <= kMaxGemmBatch
     GEMMKIT_CONV_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
@@ -226,16 +227,27 @@ bool prepare(LtOperation& op, const detail::ConvProblem& p, const ConvConfig& c,
   make_layout(op.b, in, call.k, call.n, call.ldb, call.batch, call.b_batch_stride);
   make_layout(op.d, out, call.m, call.n, call.ldd, call.batch, call.d_batch_stride);
 
-  const AlgoKey key{device,        static_cast<int64_t>(in), static_cast<int64_t>(out),
-                    call.m,        call.n,
-                    call.k,        call.batch,
-                    call.lda,      call.ldb,
-                    call.ldd,      call.a_batch_stride,
-                    call.b_batch_stride, call.d_batch_stride,
-                    static_cast<int64_t>(c.bias), call.bias_batch_stride,
-                    bias_alignment, alignment.a,
-                    alignment.b,   alignment.d,
-                    c.lt_workspace_bytes, static_cast<int64_t>(c.path)};
+  const AlgoKey key{device,
+                    static_cast<int64_t>(in),
+                    static_cast<int64_t>(out),
+                    call.m,
+                    call.n,
+                    call.k,
+                    call.batch,
+                    call.lda,
+                    call.ldb,
+                    call.ldd,
+                    call.a_batch_stride,
+                    call.b_batch_stride,
+                    call.d_batch_stride,
+                    static_cast<int64_t>(c.bias),
+                    call.bias_batch_stride,
+                    bias_alignment,
+                    alignment.a,
+                    alignment.b,
+                    alignment.d,
+                    c.lt_workspace_bytes,
+                    static_cast<int64_t>(c.path)};
   {
     std::lock_guard<std::mutex> lock(g_algo_mutex);
     const auto it = algo_cache().find(key);
@@ -309,16 +321,16 @@ bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const Co
   alignment.b = unfold ? static_cast<int>(kWorkspaceAlign)
                        : chunk_alignment(p.x.data, (second.b_offset - first.b_offset) * in_size);
   if (batched) {
-    alignment.b = std::min(alignment.b, address_alignment(static_cast<uint64_t>(
-                                            first.b_batch_stride * in_size)));
+    alignment.b = std::min(
+        alignment.b, address_alignment(static_cast<uint64_t>(first.b_batch_stride * in_size)));
   }
   const int64_t d_size = first.d_scratch ? 4 : out_size;
   alignment.d = first.d_scratch
                     ? address_alignment(static_cast<uint64_t>(first.ldd * d_size))
                     : chunk_alignment(p.out.data, (second.d_offset - first.d_offset) * d_size);
   if (batched) {
-    alignment.d = std::min(alignment.d, address_alignment(static_cast<uint64_t>(
-                                            first.d_batch_stride * d_size)));
+    alignment.d = std::min(alignment.d,
+                           address_alignment(static_cast<uint64_t>(first.d_batch_stride * d_size)));
   }
 
   // Both call shapes (full chunks and the last one) are resolved before anything is enqueued.

@@ -73,7 +73,9 @@ GEMMKIT_CONV_HD int64_t div_nonneg(int64_t a, int64_t b) {
   return a / b;
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
 
 // ---- The normalized problem the kernels see -------------------------------------------------
 
@@ -248,8 +250,8 @@ struct DepthwiseTiling {
   int64_t spb = 1;              // strips per tile (blockDim.y)
   int64_t channel_vectors = 1;  // o / vector
   int64_t channel_tiles = 1;
-  int64_t strips_per_row = 1;   // ceil(out[2] / kDepthwiseTile)
-  int64_t strips = 1;           // batch * out[0] * out[1] * strips_per_row
+  int64_t strips_per_row = 1;  // ceil(out[2] / kDepthwiseTile)
+  int64_t strips = 1;          // batch * out[0] * out[1] * strips_per_row
   int64_t strip_tiles = 1;
   bool x_vector = false;  // x read as vectors (multiplier 1 and aligned), else per channel
   int64_t tiles() const { return channel_tiles * strip_tiles; }

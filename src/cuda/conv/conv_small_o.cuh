@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(256, 2)
     const int64_t ci = rest - tap * g.c;
     const Tap k = decode_tap(g, tap);
     w_s[i] = w[oc * g.w_stride[0] + weight_tap(g, 0, k.d[0]) * g.w_stride[1] +
-               weight_tap(g, 1, k.d[1]) * g.w_stride[2] +
-               weight_tap(g, 2, k.d[2]) * g.w_stride[3] + ci * g.w_stride[4]];
+               weight_tap(g, 1, k.d[1]) * g.w_stride[2] + weight_tap(g, 2, k.d[2]) * g.w_stride[3] +
+               ci * g.w_stride[4]];
   }
   __syncthreads();
 
@@ -56,11 +56,11 @@ __global__ void __launch_bounds__(256, 2)
   const int64_t strip_in_block = threadIdx.x >> t.lanes_log2;
   const int64_t warp_first_strip = (threadIdx.x & ~31u) >> t.lanes_log2;
   for (int64_t iteration = 0;; ++iteration) {
-    const int64_t warp_item = grid_stride_index(blockIdx.x, warp_first_strip, iteration,
-                                                gridDim.x, t.strips_per_block);
+    const int64_t warp_item =
+        grid_stride_index(blockIdx.x, warp_first_strip, iteration, gridDim.x, t.strips_per_block);
     if (warp_item >= t.strips) break;  // uniform over the warp
-    const int64_t strip = grid_stride_index(blockIdx.x, strip_in_block, iteration, gridDim.x,
-                                            t.strips_per_block);
+    const int64_t strip =
+        grid_stride_index(blockIdx.x, strip_in_block, iteration, gridDim.x, t.strips_per_block);
     const bool active = strip < t.strips;
     const int64_t row = div_nonneg(active ? strip : 0, t.strips_per_row);
     const int64_t ow0 = ((active ? strip : 0) - row * t.strips_per_row) * kP;

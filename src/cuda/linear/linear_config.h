@@ -66,7 +66,9 @@ inline int64_t family_max_n(int64_t m, int64_t k) {
 constexpr int kRingThreadsHost = 160;
 constexpr int kRingMaxCluster = 16;  // above 8 needs the non-portable cluster opt-in
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Shared memory of the ring kernel (must match ring_shared_bytes in tma_ring_kernel.cuh).
 inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int groups_per_rank) {
@@ -86,8 +88,9 @@ inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d
   c.tiles = c.m_tiles * ceil_div(s.n, 8);  // < 2^63: m, n < 2^62 after validation
   // One warp per tile, grid-stride beyond a few waves: the grid never exceeds its limits.
   const int64_t warps = c.threads / 32;
-  c.grid_x = std::max<int64_t>(1, std::min(ceil_div(c.tiles, warps),
-                                           std::min<int64_t>(d.max_grid_x, d.multiprocessors * 64)));
+  c.grid_x = std::max<int64_t>(
+      1,
+      std::min(ceil_div(c.tiles, warps), std::min<int64_t>(d.max_grid_x, d.multiprocessors * 64)));
   return c;
 }
 
@@ -98,8 +101,9 @@ inline LinearConfig simt_config(const LinearShape& s, const LinearDevice& d, std
   c.reason = std::move(reason);
   c.threads = 256;
   c.tiles = s.n * s.m;
-  c.grid_x = std::max<int64_t>(1, std::min(ceil_div(c.tiles, c.threads),
-                                           std::min<int64_t>(d.max_grid_x, d.multiprocessors * 32)));
+  c.grid_x =
+      std::max<int64_t>(1, std::min(ceil_div(c.tiles, c.threads),
+                                    std::min<int64_t>(d.max_grid_x, d.multiprocessors * 32)));
   return c;
 }
 
@@ -112,8 +116,7 @@ inline LinearConfig cublaslt_config(std::string reason) {
 }
 
 // Ring variant with `stages` (0 = choose), or a config with an empty name when it cannot serve.
-inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages,
-                                bool pdl) {
+inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
@@ -127,14 +130,13 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   // slower: 1 x 256 x 7168 took 12.1 us at cluster 14 against 8.6 us at cluster 7).
   int64_t cluster = 1;
   if (d.cluster_launch) {
-    cluster = std::max<int64_t>(
-        1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
-                               d.multiprocessors / c.tiles}));
+    cluster = std::max<int64_t>(1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
+                                                      d.multiprocessors / c.tiles}));
   }
   c.groups_per_rank = static_cast<int>(ceil_div(groups, cluster));
   c.cluster = static_cast<int>(ceil_div(groups, c.groups_per_rank));  // no rank left empty
-  const int64_t local_slices = std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices,
-                                                 ceil_div(s.k, kSliceK));
+  const int64_t local_slices =
+      std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, ceil_div(s.k, kSliceK));
   if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
   for (; stages >= 4; stages /= 2) {
     if (ring_shared_bytes_host(stages, c.mt, c.nt, c.groups_per_rank) <= d.shared_optin) break;
@@ -167,9 +169,11 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                              " (the family's largest n for this m, k): cuBLASLt (outside the "
                              "batch-invariance contract)");
     }
-    if (s.in == DType::f16) return reference_config(s, d, "f16 operands: the family's reference kernel");
+    if (s.in == DType::f16)
+      return reference_config(s, d, "f16 operands: the family's reference kernel");
     if (!s.tma_compatible) {
-      return reference_config(s, d, "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
+      return reference_config(s, d,
+                              "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
     }
     LinearConfig c = ring_config(s, d, 0, pdl);
     if (c.name.empty()) return reference_config(s, d, "no ring configuration fits");
@@ -190,7 +194,10 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   if (forced == "ring4" || forced == "ring8" || forced == "ring16") {
     if (!hopper) reject("ring kernels are built for sm_90 only");
     if (s.in != DType::bf16) reject("ring kernels take bf16 operands only");
-    if (!s.tma_compatible) reject("x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are required)");
+    if (!s.tma_compatible)
+      reject(
+          "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
+          "required)");
     LinearConfig c = ring_config(s, d, std::stoi(forced.substr(4)), pdl);
     if (c.name.empty() || c.stages != std::stoi(forced.substr(4))) {
       reject("does not fit this device's shared memory or grid for this shape");

@@ -44,7 +44,9 @@ bool env_pdl() {
   return value;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 bool tma_loadable(const Tensor& t) {
   return t.strides[1] == 1 && aligned16(t.data) && (t.strides[0] * 2) % 16 == 0;
@@ -54,8 +56,10 @@ bool tma_loadable(const Tensor& t) {
 
 template <typename T, typename Out>
 void launch_reference(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t stream) {
-  const StridedMatrix<T> x{static_cast<const T*>(p.x.data), p.n, p.k, p.x.strides[0], p.x.strides[1]};
-  const StridedMatrix<T> w{static_cast<const T*>(p.w.data), p.m, p.k, p.w.strides[0], p.w.strides[1]};
+  const StridedMatrix<T> x{static_cast<const T*>(p.x.data), p.n, p.k, p.x.strides[0],
+                           p.x.strides[1]};
+  const StridedMatrix<T> w{static_cast<const T*>(p.w.data), p.m, p.k, p.w.strides[0],
+                           p.w.strides[1]};
   const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
   linear_reference_kernel<T, Out><<<static_cast<unsigned>(c.grid_x), c.threads, 0, stream>>>(
       x, w, bias, p.has_bias ? p.bias.strides[0] : 0, static_cast<Out*>(p.out.data),
@@ -87,13 +91,14 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
   if (limit.load(std::memory_order_acquire) < c.shared_bytes) {
     GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(c.shared_bytes)));
-    GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    GEMMKIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     limit.store(c.shared_bytes, std::memory_order_release);
   }
-  const CUtensorMap w_map = tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], 16 * kMT,
-                                                kRingHalfK);
-  const CUtensorMap x_map = tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT,
-                                                kRingHalfK);
+  const CUtensorMap w_map =
+      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], 16 * kMT, kRingHalfK);
+  const CUtensorMap x_map =
+      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT, kRingHalfK);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
   config.blockDim = dim3(kRingThreads);
@@ -118,7 +123,8 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
   if (c.cluster > 8) {
     // Cached per (kernel, device, cluster size): whether such clusters fit at all.
     static std::array<std::array<std::atomic<int>, 17>, kMaxDevices> fits{};
-    std::atomic<int>& known = fits[static_cast<std::size_t>(device)][static_cast<std::size_t>(c.cluster)];
+    std::atomic<int>& known =
+        fits[static_cast<std::size_t>(device)][static_cast<std::size_t>(c.cluster)];
     if (known.load(std::memory_order_acquire) == 0) {
       int clusters = 0;
       GEMMKIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
@@ -127,11 +133,10 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
     if (known.load(std::memory_order_acquire) == 2) return false;
   }
   const __nv_bfloat16* bias = p.has_bias ? static_cast<const __nv_bfloat16*>(p.bias.data) : nullptr;
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
-                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
-                                        static_cast<Out*>(p.out.data), p.out.strides[0],
-                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles,
-                                        c.groups_per_rank));
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+      &config, kernel, w_map, x_map, bias, p.has_bias ? p.bias.strides[0] : int64_t{0},
+      static_cast<Out*>(p.out.data), p.out.strides[0], p.out.strides[1], p.n, p.m, p.k, c.m_tiles,
+      c.groups_per_rank));
   GEMMKIT_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -143,16 +148,20 @@ bool launch_ring_stages(const detail::LinearProblem& p, const LinearConfig& c, c
   if (c.mt == 1 && c.nt == 2) return launch_ring_instance<Out, kStages, 1, 2>(p, c, s, device);
   if (c.mt == 1 && c.nt == 4) return launch_ring_instance<Out, kStages, 1, 4>(p, c, s, device);
   if (c.mt == 2 && c.nt == 4) return launch_ring_instance<Out, kStages, 2, 4>(p, c, s, device);
-  throw Error("gemmkit::linear: internal: no ring instance for tile " + std::to_string(c.mt) +
-              "x" + std::to_string(c.nt));
+  throw Error("gemmkit::linear: internal: no ring instance for tile " + std::to_string(c.mt) + "x" +
+              std::to_string(c.nt));
 }
 
 template <typename Out>
-bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s, int device) {
+bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                 int device) {
   switch (c.stages) {
-    case 4: return launch_ring_stages<Out, 4>(p, c, s, device);
-    case 8: return launch_ring_stages<Out, 8>(p, c, s, device);
-    case 16: return launch_ring_stages<Out, 16>(p, c, s, device);
+    case 4:
+      return launch_ring_stages<Out, 4>(p, c, s, device);
+    case 8:
+      return launch_ring_stages<Out, 8>(p, c, s, device);
+    case 16:
+      return launch_ring_stages<Out, 16>(p, c, s, device);
     default:
       throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(c.stages) +
                   " stages");
@@ -170,8 +179,8 @@ struct CublasState {
 
 void check_cublas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS) {
-    throw Error(std::string("cuBLASLt error ") + std::to_string(static_cast<int>(status)) +
-                " in " + call);
+    throw Error(std::string("cuBLASLt error ") + std::to_string(static_cast<int>(status)) + " in " +
+                call);
   }
 }
 
@@ -189,7 +198,8 @@ CublasState& cublas_state(int device) {
   return *slot;
 }
 
-__global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, float* out, int64_t m) {
+__global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, float* out,
+                                  int64_t m) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < m;
        i += int64_t{gridDim.x} * blockDim.x) {
     out[i] = __bfloat162float(bias[i * stride]);
@@ -198,9 +208,12 @@ __global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, flo
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    case DType::f32: return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f32:
+      return CUDA_R_32F;
   }
   return CUDA_R_32F;
 }
@@ -236,7 +249,8 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
   check_cublas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
   check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                              sizeof(transpose)), "TRANSA");
+                                              sizeof(transpose)),
+               "TRANSA");
   check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)),
                "TRANSB");
   const void* bias = nullptr;
@@ -244,8 +258,8 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
     bias = p.bias.data;
     if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
       // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
-      float* widened = reinterpret_cast<float*>(static_cast<char*>(state.workspace) +
-                                                kCublasWorkspaceBytes / 2);
+      float* widened =
+          reinterpret_cast<float*>(static_cast<char*>(state.workspace) + kCublasWorkspaceBytes / 2);
       if (p.m * 4 > static_cast<int64_t>(kCublasWorkspaceBytes / 2)) return false;
       widen_bias_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024)), 256,
                           0, stream>>>(static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened,
@@ -255,33 +269,39 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
     }
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                sizeof(epilogue)), "EPILOGUE");
-    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof(bias)), "BIAS_POINTER");
+                                                sizeof(epilogue)),
+                 "EPILOGUE");
+    check_cublas(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        "BIAS_POINTER");
   }
   check_cublas(cublasLtMatrixLayoutCreate(&a, in_type, static_cast<uint64_t>(p.k),
-                                          static_cast<uint64_t>(p.m), p.w.strides[0]), "layout w");
+                                          static_cast<uint64_t>(p.m), p.w.strides[0]),
+               "layout w");
   check_cublas(cublasLtMatrixLayoutCreate(&b, in_type, static_cast<uint64_t>(p.k),
-                                          static_cast<uint64_t>(p.n), p.x.strides[0]), "layout x");
+                                          static_cast<uint64_t>(p.n), p.x.strides[0]),
+               "layout x");
   check_cublas(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
-                                          static_cast<uint64_t>(p.n), p.out.strides[0]), "layout out");
+                                          static_cast<uint64_t>(p.n), p.out.strides[0]),
+               "layout out");
   check_cublas(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
   const uint64_t workspace_bytes = kCublasWorkspaceBytes / 2;
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(preference,
-                                                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &workspace_bytes, sizeof(workspace_bytes)),
-               "PREF_MAX_WORKSPACE");
+  check_cublas(
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace_bytes, sizeof(workspace_bytes)),
+      "PREF_MAX_WORKSPACE");
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   if (cublasLtMatmulAlgoGetHeuristic(state.handle, op, a, b, d, d, preference, 1, &heuristic,
-                                     &found) != CUBLAS_STATUS_SUCCESS || found == 0) {
+                                     &found) != CUBLAS_STATUS_SUCCESS ||
+      found == 0) {
     return false;
   }
   const float alpha = 1.0f, beta = 0.0f;
-  check_cublas(cublasLtMatmul(state.handle, op, &alpha, p.w.data, a, p.x.data, b, &beta, p.out.data,
-                              d, p.out.data, d, &heuristic.algo, state.workspace, workspace_bytes,
-                              stream),
-               "cublasLtMatmul");
+  check_cublas(
+      cublasLtMatmul(state.handle, op, &alpha, p.w.data, a, p.x.data, b, &beta, p.out.data, d,
+                     p.out.data, d, &heuristic.algo, state.workspace, workspace_bytes, stream),
+      "cublasLtMatmul");
   return true;
 }
 
@@ -323,7 +343,7 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
                          p.m < (int64_t{1} << 31);
   const std::string& forced = options.kernel.empty() ? env_kernel() : options.kernel;
   LinearConfig config = select_linear_config(shape, describe(props), forced,
-                                               options.pdl < 0 ? env_pdl() : options.pdl != 0);
+                                             options.pdl < 0 ? env_pdl() : options.pdl != 0);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   if (config.path == LinearPath::cublaslt) {
     if (!cublas_layout_ok(p) || !run_cublaslt(p, s, device)) {

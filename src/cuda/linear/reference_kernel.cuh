@@ -27,11 +27,12 @@ struct StridedMatrix {
 };
 
 template <typename T, typename Out>
-__global__ void __launch_bounds__(128) linear_reference_kernel(
-    StridedMatrix<T> x, StridedMatrix<T> w, const T* bias, int64_t bias_stride, Out* out,
-    int64_t out_row_stride, int64_t out_col_stride, int64_t m_tiles, int64_t tiles) {
+__global__ void __launch_bounds__(128)
+    linear_reference_kernel(StridedMatrix<T> x, StridedMatrix<T> w, const T* bias,
+                            int64_t bias_stride, Out* out, int64_t out_row_stride,
+                            int64_t out_col_stride, int64_t m_tiles, int64_t tiles) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int group = lane >> 2;         // row within the fragment
+  const int group = lane >> 2;  // row within the fragment
   const int thread_in_group = lane & 3;
   const int64_t k = x.cols;
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
@@ -55,7 +56,8 @@ __global__ void __launch_bounds__(128) linear_reference_kernel(
         MmaTraits<T>::mma(partial, a, bb);
       }
       const bool first_in_group = s % kGroupSlices == 0;
-      for (int i = 0; i < 4; ++i) group_sum[i] = first_in_group ? partial[i] : group_sum[i] + partial[i];
+      for (int i = 0; i < 4; ++i)
+        group_sum[i] = first_in_group ? partial[i] : group_sum[i] + partial[i];
       if (s % kGroupSlices == kGroupSlices - 1 || s == slices - 1) {
         const bool first_group = s < kGroupSlices;
         for (int i = 0; i < 4; ++i) total[i] = first_group ? group_sum[i] : total[i] + group_sum[i];

@@ -27,7 +27,7 @@ namespace gemmkit::cuda::linear_family {
 
 constexpr int kRingConsumerWarps = 4;
 constexpr int kRingThreads = 32 * (kRingConsumerWarps + 1);
-constexpr int kRingHalfK = 64;       // k elements per 128-byte swizzled row
+constexpr int kRingHalfK = 64;  // k elements per 128-byte swizzled row
 constexpr int kRingRowBytes = 128;
 
 template <int kMT, int kNT>
@@ -83,15 +83,16 @@ __device__ __forceinline__ void ring_slice_mma(const char* stage, int block, int
 }
 
 template <typename Out, int kStages, int kMT, int kNT>
-__global__ void __launch_bounds__(kRingThreads, 1) linear_tma_ring_kernel(
-    const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
-    const __nv_bfloat16* bias, int64_t bias_stride, Out* out, int64_t out_row_stride,
-    int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_tiles,
-    int groups_per_rank) {
+__global__ void __launch_bounds__(kRingThreads, 1)
+    linear_tma_ring_kernel(const __grid_constant__ CUtensorMap w_map,
+                           const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
+                           int64_t bias_stride, Out* out, int64_t out_row_stride,
+                           int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_tiles,
+                           int groups_per_rank) {
   using Tile = RingTile<kMT, kNT>;
   extern __shared__ __align__(1024) char shared_raw[];
-  char* shared = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) &
-                                         ~uintptr_t{1023});
+  char* shared =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
   char* ring = shared;
   float* group_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
   uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(group_sums) +
@@ -188,7 +189,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) linear_tma_ring_kernel(
           const bool present = batch + j < count;
           blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
           stages[j] = ring + (i % kStages) * Tile::kStageBytes;
-          if (present) ptx::mbarrier_wait(&full[i % kStages], static_cast<uint32_t>((i / kStages) & 1));
+          if (present)
+            ptx::mbarrier_wait(&full[i % kStages], static_cast<uint32_t>((i / kStages) & 1));
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -200,7 +202,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) linear_tma_ring_kernel(
         for (int block = 0; block < 8; ++block) {
 #pragma unroll
           for (int j = 0; j < Tile::kSliceBatch; ++j) {
-            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, group, thread_in_group, acc[j]);
+            if (block < blocks[j])
+              ring_slice_mma<kMT, kNT>(stages[j], block, group, thread_in_group, acc[j]);
           }
         }
         __syncwarp();
@@ -216,7 +219,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) linear_tma_ring_kernel(
             for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
               for (int e = 0; e < 4; ++e)
-                group_sum[mt][nt][e] = first ? acc[j][mt][nt][e] : group_sum[mt][nt][e] + acc[j][mt][nt][e];
+                group_sum[mt][nt][e] =
+                    first ? acc[j][mt][nt][e] : group_sum[mt][nt][e] + acc[j][mt][nt][e];
         }
       }
       // (kRowsX, kRowsW) layout: consecutive threads of the epilogue read consecutive m.
