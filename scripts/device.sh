@@ -7,29 +7,39 @@
 #   .deps/include/dlpack   dlpack.h
 #   .deps/suites           a copy of ../shared/suites (shared/ does not travel)
 # Usage (device tool): bash scripts/device.sh [all|test|bench]   carry: [".deps"]
+# Settings: GEMMKIT_GPU_FILTER (gtest filter of the GPU tests), GEMMKIT_SANITIZE=0 (skip
+# compute-sanitizer), GEMMKIT_BENCH_SUITES (suite names), GEMMKIT_BUILD_TARGET (one target),
+# GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds).
 set -uo pipefail
 what=${1:-all}
-OUT=${OUT:-$PWD/out}
+final_out=${OUT:-$PWD/out}
+# Logs go to a folder that is packed into one archive at the end (the device tool returns at
+# most 8 files); summary.txt repeats the verdict lines, printed last.
+OUT=$final_out/logs
 mkdir -p "$OUT"
+summary=$final_out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+finish() {
+  tar -C "$final_out" -czf "$final_out/logs.tgz" logs && rm -rf "$OUT"
+  echo "==== summary"
+  cat "$summary"
+}
+trap finish EXIT
 root=$PWD
 cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
 export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 git rev-parse HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 
-if [ "${LINEAR_ONLY:-0}" = 1 ] && [ -f .deps/conv_stub.cpp ]; then
-  # Work-in-progress probe of the linear family alone: the conv backend replaced by a stub that
-  # throws (this copy of the tree only).
-  rm -f src/cuda/conv/*.cu src/cuda/conv/*.cpp tests/gpu/test_gpu_conv.cpp && cp .deps/conv_stub.cpp src/cuda/conv/
-fi
 start=$SECONDS
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DGEMMKIT_CUDA=ON \
   -DGEMMKIT_GTEST_SOURCE_DIR="$root/.deps/googletest" \
   -DGEMMKIT_DLPACK_INCLUDE_DIR="$root/.deps/include" \
   ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$OUT/build.log" 2>&1 &&
-  cmake --build build-device -j16 ${BUILD_TARGET:+--target $BUILD_TARGET} >>"$OUT/build.log" 2>&1
+  cmake --build build-device -j16 ${GEMMKIT_BUILD_TARGET:+--target $GEMMKIT_BUILD_TARGET} >>"$OUT/build.log" 2>&1
 status=$?
-echo "build: status $status in $((SECONDS - start)) s"
+note "build: status $status in $((SECONDS - start)) s"
 if [ $status -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 grep -E "warning|spill" "$OUT/build.log" | grep -v "0 bytes spill" | head -20
 
@@ -37,34 +47,33 @@ bin=build-device
 if [ "$what" = all ] || [ "$what" = test ]; then
   start=$SECONDS
   "$bin/tests/gemmkit_tests" --gtest_brief=1 >"$OUT/host-tests.log" 2>&1
-  echo "host tests: status $? in $((SECONDS - start)) s: $(tail -3 "$OUT/host-tests.log" | tr '\n' ' ')"
+  note "host tests: status $? in $((SECONDS - start)) s: $(tail -3 "$OUT/host-tests.log" | tr '\n' ' ')"
   start=$SECONDS
-  timeout ${GPU_TIMEOUT:-300} "$bin/tests/gemmkit_gpu_tests" --gtest_filter="${GPU_FILTER:-*}" >"$OUT/gpu-tests.log" 2>&1
-  echo "gpu tests: status $? in $((SECONDS - start)) s"
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|differs|error" "$OUT/gpu-tests.log" | head -40
+  timeout ${GEMMKIT_GPU_TIMEOUT:-300} "$bin/tests/gemmkit_gpu_tests" --gtest_filter="${GEMMKIT_GPU_FILTER:-*}" >"$OUT/gpu-tests.log" 2>&1
+  note "gpu tests: status $? in $((SECONDS - start)) s"
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|differs|error" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
   grep -E "calls$" "$OUT/gpu-tests.log" | head
-  if [ "${SANITIZE:-1}" = 1 ]; then
+  if [ "${GEMMKIT_SANITIZE:-1}" = 1 ]; then
     for tool in memcheck racecheck synccheck; do
       start=$SECONDS
       timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
         "$bin/tests/gemmkit_gpu_tests" --gtest_filter='*Sanitize*' >"$OUT/sanitize-$tool.log" 2>&1
-      echo "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
+      note "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
     done
   fi
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  for suite in ${BENCH_SUITES:-linear-decode conv-models conv-flux2-vae-1024}; do
+  for suite in ${GEMMKIT_BENCH_SUITES:-linear-decode conv-models conv-flux2-vae-1024}; do
     start=$SECONDS
-    timeout ${BENCH_TIMEOUT:-240} "$bin/gemmkit" bench --suite ".deps/suites/$suite.csv" --device cuda:0 \
+    timeout ${GEMMKIT_BENCH_TIMEOUT:-240} "$bin/gemmkit" bench --suite ".deps/suites/$suite.csv" --device cuda:0 \
       --json "$OUT/bench-$suite.json" >"$OUT/bench-$suite.txt" 2>"$OUT/bench-$suite.err"
-    echo "bench $suite: status $? in $((SECONDS - start)) s"
+    note "bench $suite: status $? in $((SECONDS - start)) s: $(grep -E '^total' "$OUT/bench-$suite.txt" | tr -s ' ' | cut -c1-200)"
     cat "$OUT/bench-$suite.txt"
   done
-  if [[ " ${BENCH_SUITES:-linear-decode} " == *" linear-decode "* ]]; then
+  if [[ " ${GEMMKIT_BENCH_SUITES:-linear-decode} " == *" linear-decode "* ]]; then
     # The same suite with programmatic dependent launch off (the default run has it on).
     GEMMKIT_LINEAR_PDL=0 timeout 120 "$bin/gemmkit" bench --suite .deps/suites/linear-decode.csv \
       --device cuda:0 --json "$OUT/bench-linear-decode-nopdl.json" >"$OUT/bench-linear-decode-nopdl.txt" 2>&1
-    echo "bench linear-decode, PDL off: status $?"
-    cut -c1-27,59-100,150-200 "$OUT/bench-linear-decode-nopdl.txt"
+    note "bench linear-decode, PDL off: status $?: $(grep -E '^total' "$OUT/bench-linear-decode-nopdl.txt" | tr -s ' ' | cut -c1-200)"
   fi
 fi
