@@ -1,5 +1,5 @@
-// The GEMM paths of the CUDA convolution: per-device cuBLASLt handles, cached cuBLASLt
-// algorithms, the grow-only per-device workspace, and the chunk loop (unfold, GEMM, bias pass).
+// The GEMM paths of the CUDA convolution: cached cuBLASLt algorithms, the grow-only per-device
+// workspace, and the chunk loop (unfold, GEMM, bias pass).
 //
 // Workspace: one buffer per device, grown (never shrunk) with cudaMallocAsync on the caller's
 // stream. Calls on one device take it in turn under a mutex; each call first makes its stream
@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 
+#include "cuda/common/cublaslt.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/conv/conv_launch.h"
 
@@ -24,44 +25,11 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
-void check_lt(cublasStatus_t status, const char* call, const char* file, int line) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw Error(std::string("cuBLASLt error ") + cublasLtGetStatusName(status) + " (" +
-                cublasLtGetStatusString(status) + ") in " + call + " at " + file + ":" +
-                std::to_string(line));
-  }
-}
-#define GEMMKIT_CONV_LT_CHECK(call) check_lt((call), #call, __FILE__, __LINE__)
-
 void check_device_index(int device) {
   if (device < 0 || device >= kMaxDevices) {
     throw Error("gemmkit::conv: device cuda:" + std::to_string(device) + " is beyond the " +
                 std::to_string(kMaxDevices) + " devices the conv caches hold");
   }
-}
-
-cudaDataType_t cuda_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::f32:
-      return CUDA_R_32F;
-  }
-  return CUDA_R_32F;
-}
-
-// ---- cuBLASLt handle, one per device (created on first use, kept for the process) ------------
-
-cublasLtHandle_t lt_handle(int device) {
-  static std::mutex mutex;
-  static std::array<cublasLtHandle_t, kMaxDevices> handles{};
-  check_device_index(device);
-  std::lock_guard<std::mutex> lock(mutex);
-  cublasLtHandle_t& handle = handles[static_cast<std::size_t>(device)];
-  if (handle == nullptr) GEMMKIT_CONV_LT_CHECK(cublasLtCreate(&handle));
-  return handle;
 }
 
 // ---- Workspace -------------------------------------------------------------------------------
@@ -171,18 +139,19 @@ struct LtOperation {
 template <typename Value>
 void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
               const Value& value) {
-  GEMMKIT_CONV_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
 }
 
 void make_layout(cublasLtMatrixLayout_t& layout, DType dtype, int64_t rows, int64_t cols,
                  int64_t ld, int64_t batch, int64_t batch_stride) {
-  GEMMKIT_CONV_LT_CHECK(cublasLtMatrixLayoutCreate(
-      &layout, cuda_type(dtype), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&layout, cublas_data_type(dtype),
+                                                    static_cast<uint64_t>(rows),
+                                                    static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);  // <= kMaxGemmBatch
-    GEMMKIT_CONV_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
+    GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-    GEMMKIT_CONV_LT_CHECK(cublasLtMatrixLayoutSetAttribute(
+    GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof(batch_stride)));
   }
 }
@@ -211,7 +180,7 @@ bool prepare(LtOperation& op, const detail::ConvProblem& p, const ConvConfig& c,
              int64_t rows, const OperandAlignment& alignment, std::string& why) {
   const GemmCall call = gemm_call(p, c, 0, rows);
   const DType in = p.x.dtype, out = call.d_scratch ? DType::f32 : p.out.dtype;
-  GEMMKIT_CONV_LT_CHECK(cublasLtMatmulDescCreate(&op.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(op.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(CUBLAS_OP_T));
   set_desc(op.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(CUBLAS_OP_N));
   int bias_alignment = 0;
@@ -259,13 +228,13 @@ bool prepare(LtOperation& op, const detail::ConvProblem& p, const ConvConfig& c,
   }
 
   cublasLtMatmulPreference_t pref = nullptr;
-  GEMMKIT_CONV_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   struct PrefGuard {
     cublasLtMatmulPreference_t pref;
     ~PrefGuard() { cublasLtMatmulPreferenceDestroy(pref); }
   } pref_guard{pref};
   const auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto& value) {
-    GEMMKIT_CONV_LT_CHECK(
+    GEMMKIT_CUBLASLT_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
   };
   set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(c.lt_workspace_bytes));
@@ -277,7 +246,7 @@ bool prepare(LtOperation& op, const detail::ConvProblem& p, const ConvConfig& c,
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt_handle(device), op.desc, op.a, op.b, op.d, op.d, pref, 1, &result, &count);
+      cublaslt_handle(device), op.desc, op.a, op.b, op.d, op.d, pref, 1, &result, &count);
   CachedAlgo cached;
   cached.found = status == CUBLAS_STATUS_SUCCESS && count > 0 &&
                  result.state == CUBLAS_STATUS_SUCCESS &&
@@ -341,7 +310,7 @@ bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const Co
     return false;
   }
 
-  const cublasLtHandle_t handle = lt_handle(device);
+  const cublasLtHandle_t handle = cublaslt_handle(device);
   return with_workspace(device, c.workspace_bytes, stream, why, [&](void* workspace) {
     char* const ws = static_cast<char*>(workspace);
     void* const lt_workspace = c.lt_workspace_bytes > 0 ? ws + c.lt_offset : nullptr;
@@ -363,9 +332,9 @@ bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const Co
       }
       char* const out_rows = static_cast<char*>(p.out.data) + call.out_offset * out_size;
       void* const d = call.d_scratch ? static_cast<void*>(scratch) : out_rows;
-      GEMMKIT_CONV_LT_CHECK(cublasLtMatmul(handle, op.desc, &alpha, p.weight.data, op.a, b, op.b,
-                                           &beta, d, op.d, d, op.d, &op.algo, lt_workspace,
-                                           static_cast<size_t>(c.lt_workspace_bytes), stream));
+      GEMMKIT_CUBLASLT_CHECK(cublasLtMatmul(handle, op.desc, &alpha, p.weight.data, op.a, b, op.b,
+                                            &beta, d, op.d, d, op.d, &op.algo, lt_workspace,
+                                            static_cast<size_t>(c.lt_workspace_bytes), stream));
       if (c.bias == BiasMode::pass || c.bias == BiasMode::scratch) {
         launch_conv_bias_pass(p.x.dtype, p.out.dtype, static_cast<const float*>(d), call.ldd,
                               out_rows, call.out_ld, rows, p.out_channels, p.bias.data,

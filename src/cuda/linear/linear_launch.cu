@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "cuda/common/cublaslt.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
 #include "cuda/common/tensor_map.h"
@@ -172,30 +173,14 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 
-struct CublasState {
-  cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
-};
-
-void check_cublas(cublasStatus_t status, const char* call) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw Error(std::string("cuBLASLt error ") + std::to_string(static_cast<int>(status)) + " in " +
-                call);
-  }
-}
-
-CublasState& cublas_state(int device) {
-  static std::array<std::unique_ptr<CublasState>, kMaxDevices> states;
+// Per device: cuBLASLt's workspace (the handle comes from cuda/common/cublaslt.h).
+void* cublas_workspace(int device) {
+  static std::array<void*, kMaxDevices> workspaces{};
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = states[static_cast<std::size_t>(device)];
-  if (!slot) {
-    auto state = std::make_unique<CublasState>();
-    check_cublas(cublasLtCreate(&state->handle), "cublasLtCreate");
-    GEMMKIT_CUDA_CHECK(cudaMalloc(&state->workspace, kCublasWorkspaceBytes));
-    slot = std::move(state);
-  }
-  return *slot;
+  void*& slot = workspaces[static_cast<std::size_t>(device)];
+  if (slot == nullptr) GEMMKIT_CUDA_CHECK(cudaMalloc(&slot, kCublasWorkspaceBytes));
+  return slot;
 }
 
 __global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, float* out,
@@ -204,18 +189,6 @@ __global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, flo
        i += int64_t{gridDim.x} * blockDim.x) {
     out[i] = __bfloat162float(bias[i * stride]);
   }
-}
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::f32:
-      return CUDA_R_32F;
-  }
-  return CUDA_R_32F;
 }
 
 // True when cuBLASLt can take this layout (unit stride along k and m, bias contiguous).
@@ -228,9 +201,10 @@ bool cublas_layout_ok(const detail::LinearProblem& p) {
 // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major D(m, n) = W^T(m, k) X(k, n), with w and
 // x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
 bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int device) {
-  CublasState& state = cublas_state(device);
-  const cudaDataType_t in_type = cuda_type(p.x.dtype);
-  const cudaDataType_t out_type = cuda_type(p.out.dtype);
+  const cublasLtHandle_t handle = cublaslt_handle(device);
+  void* const workspace = cublas_workspace(device);
+  const cudaDataType_t in_type = cublas_data_type(p.x.dtype);
+  const cudaDataType_t out_type = cublas_data_type(p.out.dtype);
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
@@ -246,20 +220,19 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
       if (op) cublasLtMatmulDescDestroy(op);
     }
   } cleanup{op, a, b, d, preference};
-  check_cublas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
-  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                              sizeof(transpose)),
-               "TRANSA");
-  check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)),
-               "TRANSB");
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                                        sizeof(transpose)));
+  GEMMKIT_CUBLASLT_CHECK(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)));
   const void* bias = nullptr;
   if (p.has_bias) {
     bias = p.bias.data;
     if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
       // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
       float* widened =
-          reinterpret_cast<float*>(static_cast<char*>(state.workspace) + kCublasWorkspaceBytes / 2);
+          reinterpret_cast<float*>(static_cast<char*>(workspace) + kCublasWorkspaceBytes / 2);
       if (p.m * 4 > static_cast<int64_t>(kCublasWorkspaceBytes / 2)) return false;
       widen_bias_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024)), 256,
                           0, stream>>>(static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened,
@@ -268,40 +241,33 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
       bias = widened;
     }
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                sizeof(epilogue)),
-                 "EPILOGUE");
-    check_cublas(
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-        "BIAS_POINTER");
+    GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                          &epilogue, sizeof(epilogue)));
+    GEMMKIT_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  check_cublas(cublasLtMatrixLayoutCreate(&a, in_type, static_cast<uint64_t>(p.k),
-                                          static_cast<uint64_t>(p.m), p.w.strides[0]),
-               "layout w");
-  check_cublas(cublasLtMatrixLayoutCreate(&b, in_type, static_cast<uint64_t>(p.k),
-                                          static_cast<uint64_t>(p.n), p.x.strides[0]),
-               "layout x");
-  check_cublas(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
-                                          static_cast<uint64_t>(p.n), p.out.strides[0]),
-               "layout out");
-  check_cublas(cublasLtMatmulPreferenceCreate(&preference), "PreferenceCreate");
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&a, in_type, static_cast<uint64_t>(p.k),
+                                                    static_cast<uint64_t>(p.m), p.w.strides[0]));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&b, in_type, static_cast<uint64_t>(p.k),
+                                                    static_cast<uint64_t>(p.n), p.x.strides[0]));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
+                                                    static_cast<uint64_t>(p.n), p.out.strides[0]));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const uint64_t workspace_bytes = kCublasWorkspaceBytes / 2;
-  check_cublas(
+  GEMMKIT_CUBLASLT_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace_bytes, sizeof(workspace_bytes)),
-      "PREF_MAX_WORKSPACE");
+                                           &workspace_bytes, sizeof(workspace_bytes)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(state.handle, op, a, b, d, d, preference, 1, &heuristic,
-                                     &found) != CUBLAS_STATUS_SUCCESS ||
+  if (cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, d, d, preference, 1, &heuristic, &found) !=
+          CUBLAS_STATUS_SUCCESS ||
       found == 0) {
     return false;
   }
   const float alpha = 1.0f, beta = 0.0f;
-  check_cublas(
-      cublasLtMatmul(state.handle, op, &alpha, p.w.data, a, p.x.data, b, &beta, p.out.data, d,
-                     p.out.data, d, &heuristic.algo, state.workspace, workspace_bytes, stream),
-      "cublasLtMatmul");
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmul(handle, op, &alpha, p.w.data, a, p.x.data, b, &beta,
+                                        p.out.data, d, p.out.data, d, &heuristic.algo, workspace,
+                                        workspace_bytes, stream));
   return true;
 }
 
