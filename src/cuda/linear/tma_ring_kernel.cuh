@@ -22,10 +22,10 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/linear/canonical.cuh"
+#include "cuda/linear/ring_schedule.h"
 
 namespace gemmkit::cuda::linear_family {
 
-constexpr int kRingConsumerWarps = 4;
 constexpr int kRingThreads = 32 * (kRingConsumerWarps + 1);
 constexpr int kRingHalfK = 64;  // k elements per 128-byte swizzled row
 constexpr int kRingRowBytes = 128;
@@ -38,9 +38,7 @@ struct RingTile {
   static constexpr int kXHalfBytes = kRowsX * kRingRowBytes;  // (kRowsX, 64) bf16
   static constexpr int kStageBytes = 2 * (kWHalfBytes + kXHalfBytes);
   static constexpr int kGroupSumBytes = kRowsW * kRowsX * 4;  // (kRowsX, kRowsW) fp32
-  // Few accumulator chains per slice: run the 4 slices of a group side by side to hide MMA
-  // latency; otherwise the kMT * kNT independent chains already do.
-  static constexpr int kSliceBatch = kMT * kNT <= 4 ? 4 : 1;
+  static constexpr int kSliceBatch = ring_slice_batch(kMT, kNT);
 };
 
 // Dynamic shared memory: ring stages (1024-byte aligned for the swizzle), group sums, barriers.
@@ -132,20 +130,20 @@ __global__ void __launch_bounds__(kRingThreads, 1)
       ptx::prefetch_tensor_map(&w_map);
       ptx::prefetch_tensor_map(&x_map);
       const auto load_w = [&](int i) {
-        char* stage = ring + (i % kStages) * Tile::kStageBytes;
+        char* stage = ring + ring_stage(i, kStages) * Tile::kStageBytes;
         const int32_t kc = static_cast<int32_t>((slice_begin + i) * kSliceK);
         const int32_t row = static_cast<int32_t>(m0);
-        ptx::tma_load_2d(stage, &w_map, &full[i % kStages], kc, row);
-        ptx::tma_load_2d(stage + Tile::kWHalfBytes, &w_map, &full[i % kStages], kc + kRingHalfK,
-                         row);
+        ptx::tma_load_2d(stage, &w_map, &full[ring_stage(i, kStages)], kc, row);
+        ptx::tma_load_2d(stage + Tile::kWHalfBytes, &w_map, &full[ring_stage(i, kStages)],
+                         kc + kRingHalfK, row);
       };
       const auto load_x = [&](int i) {
-        char* stage = ring + (i % kStages) * Tile::kStageBytes + 2 * Tile::kWHalfBytes;
+        char* stage = ring + ring_stage(i, kStages) * Tile::kStageBytes + 2 * Tile::kWHalfBytes;
         const int32_t kc = static_cast<int32_t>((slice_begin + i) * kSliceK);
         const int32_t row = static_cast<int32_t>(n0);
-        ptx::tma_load_2d(stage, &x_map, &full[i % kStages], kc, row);
-        ptx::tma_load_2d(stage + Tile::kXHalfBytes, &x_map, &full[i % kStages], kc + kRingHalfK,
-                         row);
+        ptx::tma_load_2d(stage, &x_map, &full[ring_stage(i, kStages)], kc, row);
+        ptx::tma_load_2d(stage + Tile::kXHalfBytes, &x_map, &full[ring_stage(i, kStages)],
+                         kc + kRingHalfK, row);
       };
       const int first_round = min(kStages, local_slices);
       for (int i = 0; i < first_round; ++i) {
@@ -155,8 +153,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
       ptx::grid_dependency_wait();
       for (int i = 0; i < first_round; ++i) load_x(i);
       for (int i = first_round; i < local_slices; ++i) {
-        const int stage = i % kStages;
-        ptx::mbarrier_wait(&empty[stage], static_cast<uint32_t>((i / kStages - 1) & 1));
+        const int stage = ring_stage(i, kStages);
+        ptx::mbarrier_wait(&empty[stage], ring_empty_parity(i, kStages));
         ptx::mbarrier_arrive_expect_tx(&full[stage], Tile::kStageBytes);
         load_w(i);
         load_x(i);
@@ -164,13 +162,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     }
     __syncwarp();
   } else {
-    // Consumers: warp c owns local groups c, c + A, ... with A = kStages / 4 active warps (at
-    // most 4). Then the slice a warp waits for is never more than one ring round ahead of the
-    // stage's barrier: slice i - kStages belongs to the same warp's previous group, already
-    // consumed. (A parity wait one round ahead would pass at once.)
-    constexpr int kActive = kStages / kGroupSlices < kRingConsumerWarps
-                                ? static_cast<int>(kStages / kGroupSlices)
-                                : kRingConsumerWarps;
+    // Consumers: warp c owns local groups c, c + A, ... (ring_schedule.h says why).
+    constexpr int kActive = ring_active_consumers(kStages);
     static_assert(kStages % kGroupSlices == 0 && kActive >= 1, "ring depth: multiple of 4");
     const int group = lane >> 2;
     const int thread_in_group = lane & 3;
@@ -188,9 +181,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
           const int i = first_slice + batch + j;
           const bool present = batch + j < count;
           blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
-          stages[j] = ring + (i % kStages) * Tile::kStageBytes;
+          stages[j] = ring + ring_stage(i, kStages) * Tile::kStageBytes;
           if (present)
-            ptx::mbarrier_wait(&full[i % kStages], static_cast<uint32_t>((i / kStages) & 1));
+            ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -210,7 +203,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
 #pragma unroll
         for (int j = 0; j < Tile::kSliceBatch; ++j) {
           const int i = first_slice + batch + j;
-          if (batch + j < count && lane == 0) ptx::mbarrier_arrive(&empty[i % kStages]);
+          if (batch + j < count && lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
           if (batch + j >= count) continue;
           const bool first = batch + j == 0;
 #pragma unroll

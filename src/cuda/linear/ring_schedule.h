@@ -1,0 +1,51 @@
+// The schedule of the ring kernel (tma_ring_kernel.cuh) as pure functions shared by the kernel
+// and the host model that checks it (tests/test_linear_ring_schedule.cpp): which warps consume,
+// which stage a slice uses, and the mbarrier parities the producer and consumers wait on.
+//
+// Local slice i of a CTA uses stage i % stages in round i / stages. Its full barrier completes
+// phase r when round r's loads land; a consumer waits with parity r & 1. The producer refills the
+// stage for round r >= 1 after the consumer of round r - 1 arrives on the empty barrier, waiting
+// with parity (r - 1) & 1. A parity wait passes at once when the barrier is one phase *behind*,
+// so a consumer must never wait on a slice more than one round ahead of its stage: consumer warp
+// c takes groups c, c + A, ... with A = stages / kGroupSlices active warps (at most 4), so slice
+// i - stages always belongs to the same warp's previous group, already consumed.
+#pragma once
+
+#include "cuda/linear/linear_contract.h"
+
+#if defined(__CUDACC__)
+#define GEMMKIT_RING_HD __host__ __device__
+#else
+#define GEMMKIT_RING_HD
+#endif
+
+namespace gemmkit::cuda::linear_family {
+
+constexpr int kRingConsumerWarps = 4;
+
+GEMMKIT_RING_HD constexpr int ring_active_consumers(int stages) {
+  return stages / static_cast<int>(kGroupSlices) < kRingConsumerWarps
+             ? stages / static_cast<int>(kGroupSlices)
+             : kRingConsumerWarps;
+}
+
+// Slices a consumer waits for before its MMAs: the 4 slices of a group side by side when the
+// tile has few accumulator chains (kMT * kNT <= 4), to hide MMA latency; else one at a time.
+GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt) {
+  return mt * nt <= 4 ? 4 : 1;
+}
+
+GEMMKIT_RING_HD constexpr int ring_stage(int slice, int stages) {
+  return slice % stages;
+}
+
+GEMMKIT_RING_HD constexpr unsigned ring_full_parity(int slice, int stages) {
+  return static_cast<unsigned>((slice / stages) & 1);
+}
+
+// For slice >= stages: the parity of the empty-barrier phase that frees the stage.
+GEMMKIT_RING_HD constexpr unsigned ring_empty_parity(int slice, int stages) {
+  return static_cast<unsigned>((slice / stages - 1) & 1);
+}
+
+}  // namespace gemmkit::cuda::linear_family

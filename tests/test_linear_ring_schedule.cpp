@@ -1,0 +1,172 @@
+// Host model of the ring kernel's producer/consumer protocol (ring_schedule.h), run under many
+// random interleavings: no deadlock, no parity wait that passes before its loads landed, every
+// slice consumed once. Also checks that the model catches a schedule that breaks the rule.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/linear/ring_schedule.h"
+
+namespace gemmkit::cuda::linear_family {
+namespace {
+
+struct Barrier {
+  int completed = 0;  // phases completed so far
+  bool arrived = false;
+  bool pending_load = false;
+};
+
+// mbarrier try_wait.parity: passes when the phase of that parity is the last completed one.
+bool passes(const Barrier& b, unsigned parity) {
+  return (b.completed & 1) != static_cast<int>(parity);
+}
+
+struct Outcome {
+  bool deadlock = false;
+  std::string violation;  // empty when every check held
+};
+
+// One run of a CTA with `slices` local slices. `active` consumer warps, `batch` slices waited for
+// together, as the kernel does. Random interleaving from `seed`.
+Outcome simulate(int stages, int slices, int active, int batch, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Barrier> full(static_cast<std::size_t>(stages)), empty(full.size());
+  std::vector<int> landed(static_cast<std::size_t>(slices), 0), consumed(landed.size(), 0);
+  std::vector<int> in_flight;  // slices whose loads are issued and not landed
+  const int groups = (slices + static_cast<int>(kGroupSlices) - 1) / static_cast<int>(kGroupSlices);
+  int produced = 0;
+  struct Consumer {
+    int group = 0;   // current local group
+    int next = 0;    // next slice of the group to wait for (offset)
+    int waited = 0;  // slices of the current batch already waited for
+  };
+  std::vector<Consumer> consumers(static_cast<std::size_t>(active));
+  for (int w = 0; w < active; ++w) consumers[static_cast<std::size_t>(w)].group = w;
+  Outcome out;
+  const auto fail = [&](const std::string& what) {
+    if (out.violation.empty()) out.violation = what;
+  };
+  for (int step = 0; step < 100000; ++step) {
+    // Collect the actors that can make progress now.
+    std::vector<int> runnable;  // 0 = producer, 1 = a load lands, 2 + w = consumer w
+    if (produced < slices) {
+      const int stage = ring_stage(produced, stages);
+      if (produced < stages ||
+          passes(empty[static_cast<std::size_t>(stage)], ring_empty_parity(produced, stages))) {
+        runnable.push_back(0);
+      }
+    }
+    if (!in_flight.empty()) runnable.push_back(1);
+    for (int w = 0; w < active; ++w) {
+      const Consumer& c = consumers[static_cast<std::size_t>(w)];
+      if (c.group >= groups) continue;
+      const int i = c.group * static_cast<int>(kGroupSlices) + c.next;
+      if (passes(full[static_cast<std::size_t>(ring_stage(i, stages))],
+                 ring_full_parity(i, stages))) {
+        runnable.push_back(2 + w);
+      }
+    }
+    bool done = produced == slices && in_flight.empty();
+    for (const Consumer& c : consumers) done = done && c.group >= groups;
+    if (done) break;
+    if (runnable.empty()) {
+      out.deadlock = true;
+      return out;
+    }
+    const int actor =
+        runnable[std::uniform_int_distribution<std::size_t>(0, runnable.size() - 1)(rng)];
+    if (actor == 0) {
+      Barrier& f = full[static_cast<std::size_t>(ring_stage(produced, stages))];
+      if (produced >= stages) {
+        // The stage's previous round must have been consumed.
+        if (!consumed[static_cast<std::size_t>(produced - stages)]) {
+          fail("producer refilled stage of slice " + std::to_string(produced - stages) +
+               " before it was consumed");
+        }
+      }
+      f.arrived = true;
+      f.pending_load = true;
+      in_flight.push_back(produced);
+      ++produced;
+    } else if (actor == 1) {
+      const std::size_t pick =
+          std::uniform_int_distribution<std::size_t>(0, in_flight.size() - 1)(rng);
+      const int i = in_flight[pick];
+      in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(pick));
+      Barrier& f = full[static_cast<std::size_t>(ring_stage(i, stages))];
+      landed[static_cast<std::size_t>(i)] = 1;
+      f.pending_load = false;
+      if (f.arrived) {  // arrival and transaction both done: the phase completes
+        f.arrived = false;
+        ++f.completed;
+      }
+    } else {
+      Consumer& c = consumers[static_cast<std::size_t>(actor - 2)];
+      const int first = c.group * static_cast<int>(kGroupSlices);
+      const int count = std::min(static_cast<int>(kGroupSlices), slices - first);
+      const int i = first + c.next;
+      if (!landed[static_cast<std::size_t>(i)]) {
+        fail("consumer passed the full barrier of slice " + std::to_string(i) +
+             " before its load landed");
+      }
+      ++c.next;
+      ++c.waited;
+      // After a batch (or the group's last slice), the MMAs run and the stages are released.
+      if (c.waited == batch || c.next == count) {
+        for (int j = c.next - c.waited; j < c.next; ++j) {
+          const int s = first + j;
+          if (consumed[static_cast<std::size_t>(s)]++)
+            fail("slice " + std::to_string(s) + " consumed twice");
+          ++empty[static_cast<std::size_t>(ring_stage(s, stages))].completed;
+        }
+        c.waited = 0;
+      }
+      if (c.next == count) {
+        c.group += active;
+        c.next = 0;
+      }
+    }
+  }
+  for (int i = 0; i < slices; ++i) {
+    if (!consumed[static_cast<std::size_t>(i)])
+      fail("slice " + std::to_string(i) + " never consumed");
+  }
+  return out;
+}
+
+TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings) {
+  for (int stages : {4, 8, 16}) {
+    for (int batch : {1, 4}) {
+      for (int slices = 1; slices <= 40; ++slices) {
+        for (uint64_t seed = 0; seed < 20; ++seed) {
+          const Outcome o = simulate(stages, slices, ring_active_consumers(stages), batch, seed);
+          ASSERT_FALSE(o.deadlock)
+              << "stages " << stages << " batch " << batch << " slices " << slices;
+          ASSERT_EQ(o.violation, "")
+              << "stages " << stages << " batch " << batch << " slices " << slices;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ring_active_consumers(4), 1);
+  EXPECT_EQ(ring_active_consumers(8), 2);
+  EXPECT_EQ(ring_active_consumers(16), 4);
+  EXPECT_EQ(ring_slice_batch(1, 4), 4);
+  EXPECT_EQ(ring_slice_batch(2, 4), 1);
+}
+
+TEST(LinearRingSchedule, TheModelCatchesTooManyConsumersForTheRing) {
+  // Four consumers on a 4-stage ring: a warp waits on a slice a round ahead of its stage, and
+  // its parity wait passes before the load lands.
+  bool caught = false;
+  for (uint64_t seed = 0; seed < 200 && !caught; ++seed) {
+    const Outcome o = simulate(4, 32, 4, 4, seed);
+    caught = o.deadlock || !o.violation.empty();
+  }
+  EXPECT_TRUE(caught);
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::linear_family
