@@ -644,6 +644,29 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
+// Element i of a host bf16 buffer as a double (a SampledConv callback; `host` must outlive it).
+std::function<double(int64_t)> bf16_reader(const std::vector<uint8_t>& host) {
+  return [&host](int64_t i) { return double(load_as_float(host.data(), DType::bf16, i)); };
+}
+
+// A SampledConv over row-major x and w.
+SampledConv sampled_conv(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
+                         const std::vector<int64_t>& out_shape, const ConvParams& params,
+                         std::function<double(int64_t)> x_at, std::function<double(int64_t)> w_at,
+                         std::function<double(int64_t)> bias_at = {}) {
+  SampledConv s;
+  s.x_shape = x_shape;
+  s.w_shape = w_shape;
+  s.out_shape = out_shape;
+  s.x_strides = row_major_strides(x_shape);
+  s.w_strides = row_major_strides(w_shape);
+  s.params = params;
+  s.x_at = std::move(x_at);
+  s.w_at = std::move(w_at);
+  s.bias_at = std::move(bias_at);
+  return s;
+}
+
 // Runs conv on device tensors (contiguous out) with `algo`; returns CallInfo.
 CallInfo run_big(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, Buffer& out,
                  const std::vector<int64_t>& out_shape, DType out_dtype, const ConvParams& params,
@@ -676,16 +699,8 @@ TEST(GpuConvBig, SixtyFiveThousandPositionsEveryPath) {
   const Tensor b = Tensor::contiguous(bb.data(), DType::bf16, kGpu, {16});
   const std::vector<int64_t> out_shape{1, 256, 256, 16};
   Buffer out(256 * 256 * 16 * 2, kGpu);
-  SampledConv s;
-  s.x_shape = x_shape;
-  s.w_shape = w_shape;
-  s.out_shape = out_shape;
-  s.x_strides = row_major_strides(x_shape);
-  s.w_strides = row_major_strides(w_shape);
-  s.params = params;
-  s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
-  s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
-  s.bias_at = [&](int64_t i) { return double(load_as_float(bh.data(), DType::bf16, i)); };
+  SampledConv s = sampled_conv(x_shape, w_shape, out_shape, params, bf16_reader(xh),
+                               bf16_reader(wh), bf16_reader(bh));
   for (const char* algo : {"auto", "reference", "gemm"}) {
     const CallInfo info = run_big(x, w, b, out, out_shape, DType::bf16, params, algo);
     check_samples(s, out, DType::bf16, 2000, 1,
@@ -719,14 +734,8 @@ TEST(GpuConvBig, SeventyThousandChannels) {
     const auto wh = testing::random_host(DType::bf16, 16 * c, 0.05f, 22);
     Buffer xb = testing::upload(xh, kGpu), wb = testing::upload(wh, kGpu);
     Buffer out(12 * 16 * 4, kGpu);
-    SampledConv s;
-    s.x_shape = x_shape;
-    s.w_shape = w_shape;
-    s.out_shape = out_shape;
-    s.x_strides = row_major_strides(x_shape);
-    s.w_strides = row_major_strides(w_shape);
-    s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
-    s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
+    SampledConv s =
+        sampled_conv(x_shape, w_shape, out_shape, ConvParams{}, bf16_reader(xh), bf16_reader(wh));
     for (const char* algo : {"auto", "reference", "gemm"}) {
       const CallInfo info = run_big(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
                                     Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape),
@@ -749,15 +758,8 @@ TEST(GpuConvBig, SeventyThousandChannels) {
     Buffer out(30 * c * 2, kGpu);
     const Tensor x = Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape);
     const Tensor w = Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape);
-    SampledConv s;
-    s.x_shape = x_shape;
-    s.w_shape = w_shape;
-    s.out_shape = out_shape;
-    s.x_strides = row_major_strides(x_shape);
-    s.w_strides = row_major_strides(w_shape);
-    s.params = params;
-    s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
-    s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
+    SampledConv s =
+        sampled_conv(x_shape, w_shape, out_shape, params, bf16_reader(xh), bf16_reader(wh));
     const CallInfo info = run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "auto");
     EXPECT_EQ(info.kernel, "cuda.conv.depthwise");
     check_samples(s, out, DType::bf16, 2000, 4, "c=70000 depthwise");
@@ -778,14 +780,8 @@ TEST(GpuConvBig, OutputPastTwoToTheThirtyOneElements) {
     const auto wh = testing::random_host(DType::bf16, 1024 * 8, 1.0f, 32);
     Buffer xb = testing::upload(xh, kGpu), wb = testing::upload(wh, kGpu);
     Buffer out(std::size_t{1} << 32, kGpu);
-    SampledConv s;
-    s.x_shape = x_shape;
-    s.w_shape = w_shape;
-    s.out_shape = out_shape;
-    s.x_strides = row_major_strides(x_shape);
-    s.w_strides = row_major_strides(w_shape);
-    s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
-    s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
+    SampledConv s =
+        sampled_conv(x_shape, w_shape, out_shape, ConvParams{}, bf16_reader(xh), bf16_reader(wh));
     for (const char* algo : {"auto", "reference"}) {
       const CallInfo info = run_big(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
                                     Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape),
@@ -811,15 +807,9 @@ TEST(GpuConvBig, OutputPastTwoToTheThirtyOneElements) {
     params.padding_hi = {0};
     const Tensor x = Tensor::strided(xb.data(), DType::bf16, kGpu, x_shape, x_strides);
     const Tensor w = Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape);
-    SampledConv s;
-    s.x_shape = x_shape;
-    s.w_shape = w_shape;
-    s.out_shape = out_shape;
+    SampledConv s =
+        sampled_conv(x_shape, w_shape, out_shape, params, bf16_reader(xh), bf16_reader(wh));
     s.x_strides = x_strides;
-    s.w_strides = row_major_strides(w_shape);
-    s.params = params;
-    s.x_at = [&](int64_t i) { return double(load_as_float(xh.data(), DType::bf16, i)); };
-    s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
     const CallInfo info = run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "auto");
     EXPECT_EQ(info.kernel, "cuda.conv.depthwise");
     const std::vector<double> depthwise =
@@ -845,16 +835,9 @@ TEST(GpuConvBig, InputPastTwoToTheThirtyOneElementsSmallO) {
   ConvParams params;
   params.padding_lo = {1};
   params.padding_hi = {1};
-  SampledConv s;
-  s.x_shape = x_shape;
-  s.w_shape = w_shape;
-  s.out_shape = out_shape;
-  s.x_strides = row_major_strides(x_shape);
-  s.w_strides = row_major_strides(w_shape);
-  s.params = params;
-  s.x_at = [&](int64_t i) { return xp.at(i); };
-  s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
-  s.bias_at = [&](int64_t i) { return double(load_as_float(bh.data(), DType::bf16, i)); };
+  SampledConv s = sampled_conv(
+      x_shape, w_shape, out_shape, params, [&](int64_t i) { return xp.at(i); }, bf16_reader(wh),
+      bf16_reader(bh));
   const Tensor x = Tensor::contiguous(xp.buffer.data(), DType::bf16, kGpu, x_shape);
   const Tensor w = Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape);
   const Tensor b = Tensor::contiguous(bb.data(), DType::bf16, kGpu, {3});
@@ -881,16 +864,9 @@ TEST(GpuConvBig, Output2048SquaredThroughChunks) {
   ConvParams params;
   params.padding_lo = {1};
   params.padding_hi = {1};
-  SampledConv s;
-  s.x_shape = x_shape;
-  s.w_shape = w_shape;
-  s.out_shape = out_shape;
-  s.x_strides = row_major_strides(x_shape);
-  s.w_strides = row_major_strides(w_shape);
-  s.params = params;
-  s.x_at = [&](int64_t i) { return xp.at(i); };
-  s.w_at = [&](int64_t i) { return double(load_as_float(wh.data(), DType::bf16, i)); };
-  s.bias_at = [&](int64_t i) { return double(load_as_float(bh.data(), DType::bf16, i)); };
+  SampledConv s = sampled_conv(
+      x_shape, w_shape, out_shape, params, [&](int64_t i) { return xp.at(i); }, bf16_reader(wh),
+      bf16_reader(bh));
   const Tensor x = Tensor::contiguous(xp.buffer.data(), DType::bf16, kGpu, x_shape);
   const Tensor w = Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape);
   const Tensor b = Tensor::contiguous(bb.data(), DType::bf16, kGpu, {128});
