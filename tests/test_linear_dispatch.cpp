@@ -42,7 +42,7 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_GE(int64_t{c.cluster} * c.groups_per_rank, groups) << "a group has no owner";
     EXPECT_LT(int64_t{c.cluster - 1} * c.groups_per_rank, groups) << "a rank owns no group";
     EXPECT_LE(c.shared_bytes, d.shared_optin);
-    EXPECT_EQ(c.shared_bytes, ring_shared_bytes_host(c.stages, c.mt, c.nt, c.groups_per_rank));
+    EXPECT_EQ(c.shared_bytes, ring_shared_bytes_host(c.stages, c.mt, c.nt, groups));
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }
@@ -109,6 +109,24 @@ TEST(LinearDispatch, ReferenceLaunchesForExtremeShapes) {
     EXPECT_EQ(c.path, LinearPath::reference);
     expect_within_limits(c, s, kH200);
   }
+}
+
+TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
+  // Rank 0 keeps every group's sum of its tile in shared memory: 2048 groups of 16 x 8 fp32
+  // (1 MiB) cannot fit, so the family serves the shape through the reference kernel.
+  const LinearShape s = bf16_shape(1, 128, int64_t{1} << 20);
+  const LinearConfig c = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(c.path, LinearPath::reference) << c.to_string();
+  EXPECT_NE(c.reason.find("fold buffer of 2048 group sums"), std::string::npos) << c.reason;
+  try {
+    select_linear_config(s, kH200, "ring4", true);
+    ADD_FAILURE() << "forcing ring4 did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
+  }
+  // The longest reduction of the decode suites keeps the ring.
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 14336), kH200, "", true).path,
+            LinearPath::tma_ring);
 }
 
 TEST(LinearDispatch, LayoutsTmaCannotLoadKeepTheFamilyThroughTheReference) {

@@ -86,26 +86,42 @@ __device__ __forceinline__ uint32_t cluster_size() {
   return r;
 }
 
-// All threads of all CTAs of the cluster; release/acquire orders shared-memory writes.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::
-                   : "memory");
+// Split cluster barrier: every thread of every CTA arrives (release: its earlier writes become
+// visible) and later waits (acquire) before arriving again; a thread may exit after arriving.
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// Reads a float at the same shared-memory offset in CTA `rank` of the cluster.
-__device__ __forceinline__ float load_cluster_float(const float* local, uint32_t rank) {
+// The shared::cluster address of `local`'s offset in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t cluster_address(const void* local, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                : "=r"(remote)
                : "r"(smem_address(local)), "r"(rank));
-  float value;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
-  return value;
+  return remote;
 }
 
-// Named barrier among `threads` threads (a multiple of 32) of the CTA.
-__device__ __forceinline__ void named_barrier(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+__device__ __forceinline__ void store_cluster_float(uint32_t remote, float value) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(value) : "memory");
+}
+
+// ---- ldmatrix ----------------------------------------------------------------------------------
+// Four (two) 8x8 16-bit matrices from shared memory; lane l supplies the 16-byte row address of
+// row l % 8 of matrix l / 8, and receives in register j elements (l / 4, 2 (l % 4) .. + 1) of
+// matrix j: exactly the mma.m16n8k16 A (B) fragment when the matrices are picked as in
+// tma_ring_kernel.cuh.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(address));
 }
 
 }  // namespace gemmkit::cuda::ptx

@@ -70,11 +70,13 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// Shared memory of the ring kernel (must match ring_shared_bytes in tma_ring_kernel.cuh).
-inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int groups_per_rank) {
+// Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
+// 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer holding every group's
+// fp32 sum of the tile, and 2 * stages mbarriers.
+inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
   const int64_t group_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
-  return 1024 + stages * stage_bytes + groups_per_rank * group_sum_bytes + 2 * stages * 8;
+  return 1024 + stages * stage_bytes + groups * group_sum_bytes + 2 * stages * 8;
 }
 
 inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
@@ -139,11 +141,11 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
       std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, ceil_div(s.k, kSliceK));
   if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
   for (; stages >= 4; stages /= 2) {
-    if (ring_shared_bytes_host(stages, c.mt, c.nt, c.groups_per_rank) <= d.shared_optin) break;
+    if (ring_shared_bytes_host(stages, c.mt, c.nt, groups) <= d.shared_optin) break;
   }
   if (stages < 4) return LinearConfig{};
   c.stages = stages;
-  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, c.groups_per_rank);
+  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
@@ -176,7 +178,13 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                               "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
     }
     LinearConfig c = ring_config(s, d, 0, pdl);
-    if (c.name.empty()) return reference_config(s, d, "no ring configuration fits");
+    if (c.name.empty()) {
+      return reference_config(s, d,
+                              "no ring configuration fits the device (k = " + std::to_string(s.k) +
+                                  " needs a fold buffer of " +
+                                  std::to_string(ceil_div(s.k, kGroupK)) +
+                                  " group sums in shared memory)");
+    }
     c.reason = "n <= " + std::to_string(max_n) + ", TMA-loadable: ring sized to " +
                std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster);
     return c;

@@ -9,15 +9,18 @@
 // Layout of one CTA: an output tile of kRowsW = 16 * kMT weight rows by kRowsX = 8 * kNT batch
 // rows, reducing the contiguous run of k groups owned by its cluster rank. Each ring stage holds
 // one k slice: w (kRowsW, 128) and x (kRowsX, 128), each as two 64-wide halves in the 128-byte
-// swizzle. Consumer warp c reduces groups c, c + A, ... of its run (A = kStages / 4, at most 4)
-// and leaves one fp32 sum per group in shared memory; then every rank of the cluster takes a
-// share of the tile's elements and folds their group sums in ascending group order (reading
-// the other ranks through distributed shared memory), adds the bias and stores.
+// swizzle, read into MMA fragments with ldmatrix. Consumer warp c reduces groups c, c + A, ... of
+// its run (A = kStages / 4, at most 4) and pushes each group sum into rank 0's shared memory
+// (distributed shared memory stores). Rank 0 alone folds the group sums in ascending group
+// order, adds the bias and stores; every load of the fold is local, and the other ranks exit as
+// soon as they have pushed. Two phases of the split cluster barrier order it: every thread
+// arrives at the start and waits before its first push (every CTA of the cluster is running), and
+// arrives again after its pushes (release), where only rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it.
 //
 // Wins: small n (decode batches, MoE routers), where the work is streaming w from HBM: the
-// cluster split spreads one weight tile over up to 8 SMs, and there is one kernel, no workspace.
+// cluster split spreads one weight tile over up to 16 SMs, and there is one kernel, no workspace.
 #pragma once
 
 #include "cuda/common/ptx.cuh"
@@ -41,40 +44,30 @@ struct RingTile {
   static constexpr int kSliceBatch = ring_slice_batch(kMT, kNT);
 };
 
-// Dynamic shared memory: ring stages (1024-byte aligned for the swizzle), group sums, barriers.
-__host__ __device__ constexpr int64_t ring_shared_bytes(int stages, int stage_bytes,
-                                                        int group_sum_bytes, int groups) {
-  return 1024 + int64_t{stages} * stage_bytes + int64_t{groups} * group_sum_bytes +
-         int64_t{2} * stages * 8;
-}
-
-// 32-bit load of elements (row, col), (row, col + 1) of a swizzled (rows, 64) half.
-__device__ __forceinline__ uint32_t swizzled_pair(const char* half, int row, int col) {
-  const int chunk = (col >> 3) ^ (row & 7);
-  return *reinterpret_cast<const uint32_t*>(half + row * kRingRowBytes + (chunk << 4) +
-                                            ((col & 7) << 1));
-}
-
+// One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
+// rows, (8, 16) per nt) come from the stage's swizzled halves by ldmatrix; lane l addresses
+// row l % 16 (A) or l % 8 (B) and the 16-byte chunk picked by l / 16 (A) or l / 8 (B).
 template <int kMT, int kNT>
-__device__ __forceinline__ void ring_slice_mma(const char* stage, int block, int group,
-                                               int thread_in_group, float (&acc)[kMT][kNT][4]) {
+__device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int lane,
+                                               float (&acc)[kMT][kNT][4]) {
   using Tile = RingTile<kMT, kNT>;
   const int half = block >> 2;
-  const int col = (block & 3) * 16 + thread_in_group * 2;
-  const char* w_half = stage + half * Tile::kWHalfBytes;
-  const char* x_half = stage + 2 * Tile::kWHalfBytes + half * Tile::kXHalfBytes;
+  const int chunk0 = (block & 3) * 2;  // first 16-byte chunk of the block in a 128-byte row
+  const uint32_t w_half = stage + half * Tile::kWHalfBytes;
+  const uint32_t x_half = stage + 2 * Tile::kWHalfBytes + half * Tile::kXHalfBytes;
   uint32_t b[kNT][2];
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
-    b[nt][0] = swizzled_pair(x_half, nt * 8 + group, col);
-    b[nt][1] = swizzled_pair(x_half, nt * 8 + group, col + 8);
+    const int row = nt * 8 + (lane & 7);
+    const int chunk = (chunk0 + ((lane >> 3) & 1)) ^ (row & 7);
+    ptx::ldmatrix_x2(b[nt], x_half + row * kRingRowBytes + (chunk << 4));
   }
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
-    const uint32_t a[4] = {swizzled_pair(w_half, mt * 16 + group, col),
-                           swizzled_pair(w_half, mt * 16 + group + 8, col),
-                           swizzled_pair(w_half, mt * 16 + group, col + 8),
-                           swizzled_pair(w_half, mt * 16 + group + 8, col + 8)};
+    const int row = mt * 16 + (lane & 15);
+    const int chunk = (chunk0 + (lane >> 4)) ^ (row & 7);
+    uint32_t a[4];
+    ptx::ldmatrix_x4(a, w_half + row * kRingRowBytes + (chunk << 4));
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) MmaTraits<__nv_bfloat16>::mma(acc[mt][nt], a, b[nt]);
   }
@@ -88,25 +81,29 @@ __global__ void __launch_bounds__(kRingThreads, 1)
                            int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_tiles,
                            int groups_per_rank) {
   using Tile = RingTile<kMT, kNT>;
+  constexpr int kElements = Tile::kRowsW * Tile::kRowsX;
   extern __shared__ __align__(1024) char shared_raw[];
   char* shared =
       reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
+  const int64_t slices = (k + kSliceK - 1) / kSliceK;
+  const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
+  // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
+  // (groups, kRowsX, kRowsW) fp32, live in rank 0 | full[kStages] | empty[kStages].
   char* ring = shared;
-  float* group_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
-  uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(group_sums) +
-                                               groups_per_rank * Tile::kGroupSumBytes);
+  float* fold_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(fold_sums) +
+                                               groups * Tile::kGroupSumBytes);
   uint64_t* empty = full + kStages;
 
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const uint32_t rank = ptx::cluster_rank();
   const uint32_t ranks = ptx::cluster_size();
+  const bool clustered = ranks > 1;  // launched without a cluster: no cluster instruction at all
   const int64_t tile = blockIdx.x / ranks;
   const int64_t m0 = (tile % m_tiles) * Tile::kRowsW;
   const int64_t n0 = (tile / m_tiles) * Tile::kRowsX;
 
-  const int64_t slices = (k + kSliceK - 1) / kSliceK;
-  const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   const int64_t group_begin = int64_t{rank} * groups_per_rank;
   const int64_t group_end = min(groups, group_begin + groups_per_rank);
   const int local_groups = static_cast<int>(max(int64_t{0}, group_end - group_begin));
@@ -123,6 +120,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   }
   __syncthreads();
   ptx::launch_dependents();
+  if (clustered) ptx::cluster_arrive_release();
 
   if (warp == kRingConsumerWarps) {
     // Producer: one lane streams the run's slices through the ring in ascending order.
@@ -161,27 +159,31 @@ __global__ void __launch_bounds__(kRingThreads, 1)
       }
     }
     __syncwarp();
+    if (clustered) ptx::cluster_wait_acquire();
   } else {
     // Consumers: warp c owns local groups c, c + A, ... (ring_schedule.h says why).
     constexpr int kActive = ring_active_consumers(kStages);
     static_assert(kStages % kGroupSlices == 0 && kActive >= 1, "ring depth: multiple of 4");
+    if (clustered) ptx::cluster_wait_acquire();  // every CTA of the cluster runs from here on
+    const uint32_t ring_address = ptx::smem_address(ring);
+    const uint32_t fold_address = clustered ? ptx::cluster_address(fold_sums, 0) : 0;
     const int group = lane >> 2;
     const int thread_in_group = lane & 3;
-    for (int local_group = warp; local_group < local_groups; local_group += kActive) {
-      if (warp >= kActive) break;
+    for (int local_group = warp; warp < kActive && local_group < local_groups;
+         local_group += kActive) {
       const int first_slice = local_group * static_cast<int>(kGroupSlices);
       const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
       float group_sum[kMT][kNT][4];
       for (int batch = 0; batch < count; batch += Tile::kSliceBatch) {
         float acc[Tile::kSliceBatch][kMT][kNT][4];
         int blocks[Tile::kSliceBatch];
-        const char* stages[Tile::kSliceBatch];
+        uint32_t stages[Tile::kSliceBatch];
 #pragma unroll
         for (int j = 0; j < Tile::kSliceBatch; ++j) {
           const int i = first_slice + batch + j;
           const bool present = batch + j < count;
           blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
-          stages[j] = ring + ring_stage(i, kStages) * Tile::kStageBytes;
+          stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
           if (present)
             ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
 #pragma unroll
@@ -195,8 +197,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
         for (int block = 0; block < 8; ++block) {
 #pragma unroll
           for (int j = 0; j < Tile::kSliceBatch; ++j) {
-            if (block < blocks[j])
-              ring_slice_mma<kMT, kNT>(stages[j], block, group, thread_in_group, acc[j]);
+            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
           }
         }
         __syncwarp();
@@ -216,8 +217,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
                     first ? acc[j][mt][nt][e] : group_sum[mt][nt][e] + acc[j][mt][nt][e];
         }
       }
-      // (kRowsX, kRowsW) layout: consecutive threads of the epilogue read consecutive m.
-      float* sums = group_sums + local_group * (Tile::kRowsW * Tile::kRowsX);
+      // Push the group sum to rank 0, (kRowsX, kRowsW) layout: consecutive threads of the fold
+      // read consecutive m. Rows outside out are never read, so they are not sent.
+      const int64_t sums = (group_begin + local_group) * kElements;  // in floats
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -226,52 +228,60 @@ __global__ void __launch_bounds__(kRingThreads, 1)
           for (int e = 0; e < 4; ++e) {
             const int row_w = mt * 16 + group + (e >= 2 ? 8 : 0);
             const int row_x = nt * 8 + thread_in_group * 2 + (e & 1);
-            sums[row_x * Tile::kRowsW + row_w] = group_sum[mt][nt][e];
+            if (m0 + row_w >= m || n0 + row_x >= n) continue;
+            const int64_t index = sums + row_x * Tile::kRowsW + row_w;
+            if (clustered) {
+              ptx::store_cluster_float(fold_address + static_cast<uint32_t>(index * 4),
+                                       group_sum[mt][nt][e]);
+            } else {
+              fold_sums[index] = group_sum[mt][nt][e];
+            }
           }
     }
   }
-
-  if (ranks > 1) {
-    ptx::cluster_sync();
+  if (clustered) {
+    __syncwarp();
+    ptx::cluster_arrive_release();  // this thread's pushes are done
+    if (rank != 0) return;          // nothing reads this rank's shared memory
   } else {
     __syncthreads();
   }
-  if (warp < kRingConsumerWarps) {
-    // Every rank folds a share of the tile's elements over all groups in ascending order.
-    // Remote group sums are read in batches so the loads overlap instead of queueing behind
-    // each add.
-    ptx::grid_dependency_wait();  // bias and out may belong to the preceding kernel
-    constexpr int kElements = Tile::kRowsW * Tile::kRowsX;
-    constexpr int kBatch = 8;
-    const int consumers = 32 * kRingConsumerWarps;
-    for (int e = static_cast<int>(rank * consumers + threadIdx.x); e < kElements;
-         e += static_cast<int>(ranks) * consumers) {
-      const int64_t row_w = m0 + e % Tile::kRowsW;
-      const int64_t row_x = n0 + e / Tile::kRowsW;
-      if (row_w >= m || row_x >= n) continue;
-      float total = 0.f;
-      for (int64_t g0 = 0; g0 < groups; g0 += kBatch) {
-        float values[kBatch];
+
+  // Rank 0: fold every group sum of the tile in ascending group order, then the bias.
+  ptx::grid_dependency_wait();  // bias and out may belong to the preceding kernel
+  constexpr int kPerThread = (kElements + kRingThreads - 1) / kRingThreads;
+  float bias_values[kPerThread];  // requested before the wait for the other ranks
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const int64_t g = g0 + j;
-          if (g >= groups) break;
-          const uint32_t owner = static_cast<uint32_t>(g / groups_per_rank);
-          const float* local = group_sums + (g % groups_per_rank) * kElements + e;
-          values[j] = ranks > 1 ? ptx::load_cluster_float(local, owner) : *local;
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const int64_t g = g0 + j;
-          if (g >= groups) break;
-          total = g == 0 ? values[j] : total + values[j];
-        }
-      }
-      if (bias != nullptr) total += __bfloat162float(bias[row_w * bias_stride]);
-      store_output(out, row_x * out_row_stride + row_w * out_col_stride, total);
-    }
+  for (int j = 0; j < kPerThread; ++j) {
+    const int e = static_cast<int>(threadIdx.x) + j * kRingThreads;
+    const int64_t row_w = m0 + e % Tile::kRowsW;
+    bias_values[j] = bias != nullptr && e < kElements && row_w < m
+                         ? __bfloat162float(bias[row_w * bias_stride])
+                         : 0.f;
   }
-  if (ranks > 1) ptx::cluster_sync();  // keep every rank's shared memory alive until read
+  if (clustered) ptx::cluster_wait_acquire();  // every rank's pushes are visible
+  constexpr int kBatch = 8;                    // loads in flight per thread before their adds
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int e = static_cast<int>(threadIdx.x) + j * kRingThreads;
+    const int64_t row_w = m0 + e % Tile::kRowsW;
+    const int64_t row_x = n0 + e / Tile::kRowsW;
+    if (e >= kElements || row_w >= m || row_x >= n) continue;
+    float total = 0.f;
+    for (int64_t g0 = 0; g0 < groups; g0 += kBatch) {
+      float values[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        if (g0 + i < groups) values[i] = fold_sums[(g0 + i) * kElements + e];
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        if (g0 + i < groups) total = g0 + i == 0 ? values[i] : total + values[i];
+      }
+    }
+    if (bias != nullptr) total += bias_values[j];
+    store_output(out, row_x * out_row_stride + row_w * out_col_stride, total);
+  }
 }
 
 }  // namespace gemmkit::cuda::linear_family
