@@ -69,6 +69,14 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
       --json "$OUT/bench-$suite.json" >"$OUT/bench-$suite.txt" 2>"$OUT/bench-$suite.err"
     note "bench $suite: status $? in $((SECONDS - start)) s: $(grep -E '^total' "$OUT/bench-$suite.txt" | tr -s ' ' | cut -c1-200)"
     cat "$OUT/bench-$suite.txt"
+    if [[ $suite == conv-* ]]; then
+      # The same suite with cuDNN out of the dispatcher: gemmkit's own paths only.
+      start=$SECONDS
+      GEMMKIT_CONV_CUDNN=0 timeout ${GEMMKIT_BENCH_TIMEOUT:-240} "$bin/gemmkit" bench \
+        --suite ".deps/suites/$suite.csv" --device cuda:0 --json "$OUT/bench-$suite-own.json" \
+        >"$OUT/bench-$suite-own.txt" 2>"$OUT/bench-$suite-own.err"
+      note "bench $suite, own paths: status $? in $((SECONDS - start)) s: $(grep -E '^total' "$OUT/bench-$suite-own.txt" | tr -s ' ' | cut -c1-200)"
+    fi
   done
   if [[ " ${GEMMKIT_BENCH_SUITES:-linear-decode} " == *" linear-decode "* ]]; then
     # The same suite with programmatic dependent launch off (the default run has it on).

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Crossover sweep for the linear dispatch (device machine): the decode suite under each forced
-# ring depth and cluster bound, PDL on and off. Run after scripts/device.sh has built.
+# Crossover sweep for the linear dispatch (device machine, after scripts/device.sh built): the
+# decode suite under each forced kernel, cluster bound and PDL setting; one table (a column per
+# setting, µs per row) on stdout and in $OUT/sweep.txt. Settings (space-separated lists):
+# GEMMKIT_SWEEP_KERNELS (default "auto ring4 ring8 ring16"), GEMMKIT_SWEEP_CLUSTERS ("16 1"),
+# GEMMKIT_SWEEP_PDL ("1 0").
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
 bin=build-device/gemmkit
-for pdl in 1 0; do
-  for cluster in 8 1; do
-    for kernel in auto ring4 ring8 ring16; do
+runs=$(mktemp -d)
+for pdl in ${GEMMKIT_SWEEP_PDL:-1 0}; do
+  for cluster in ${GEMMKIT_SWEEP_CLUSTERS:-16 1}; do
+    for kernel in ${GEMMKIT_SWEEP_KERNELS:-auto ring4 ring8 ring16}; do
       tag="pdl$pdl-c$cluster-$kernel"
       GEMMKIT_LINEAR_PDL=$pdl GEMMKIT_LINEAR_MAX_CLUSTER=$cluster GEMMKIT_LINEAR_KERNEL=$kernel \
         timeout 60 "$bin" bench --suite .deps/suites/linear-decode.csv --device cuda:0 \
-        --json "$OUT/sweep-$tag.json" >"$OUT/sweep-$tag.txt" 2>/dev/null
+        --json "$runs/sweep-$tag.json" >/dev/null 2>&1
     done
   done
 done
-python3 scripts/summarize-sweep.py "$OUT"
+python3 scripts/summarize-sweep.py "$runs" | tee "$OUT/sweep.txt"
+rm -rf "$runs"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints one line per suite row: gemmkit median microseconds under each sweep setting (JSON
-files written by scripts/linear-sweep.sh), with the kernel of the auto setting."""
+files written by scripts/linear-sweep.sh into a folder), with the kernel of the auto setting."""
 import glob, json, os, sys
 
 folder = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "out")

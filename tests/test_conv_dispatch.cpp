@@ -92,8 +92,18 @@ void expect_within_limits(const ConvConfig& c) {
   EXPECT_LE(c.block, kMaxBlockThreads);
   EXPECT_LE(c.smem_bytes, kMaxKernelSmem);
   if (c.path == ConvPath::depthwise) {
-    EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb);
-    EXPECT_LE(c.depthwise.cvt, 32);
+    EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb());
+    EXPECT_LE(c.depthwise.cvt, kDepthwiseMaxCvt);
+    EXPECT_LE(c.depthwise.spb(), kMaxGridYZ);
+    EXPECT_LE(static_cast<double>(c.grid.x) * static_cast<double>(c.depthwise.tiles_per_block),
+              static_cast<double>(c.depthwise.tiles() + c.depthwise.tiles_per_block));
+    EXPECT_GE(int64_t{c.grid.x} * c.depthwise.tiles_per_block, c.depthwise.tiles());
+  }
+  if (c.path == ConvPath::small_o && c.small_o.mma) {
+    EXPECT_EQ(c.block, kSmallOMmaThreads);
+    EXPECT_EQ(c.small_o.region() % 32, 0);
+    EXPECT_GE(int64_t{c.grid.x} * c.small_o.tiles_per_block, c.small_o.tiles);
+    EXPECT_LT((int64_t{c.grid.x} - 1) * c.small_o.tiles_per_block, c.small_o.tiles);
   }
   if (c.path == ConvPath::gemm_1x1 || c.path == ConvPath::unfold_gemm) {
     EXPECT_GE(c.chunk_rows, 1);
@@ -404,29 +414,48 @@ TEST(ConvGeometry, Alignment) {
 
 // ---- Depthwise and small-o tilings: exact coverage ---------------------------------------
 
-// Simulates conv_depthwise_kernel's loop over tiles and threads.
-void expect_depthwise_coverage(const ConvProblem& p) {
-  const ConvConfig c = select_conv_config(p, kH200, request("depthwise"));
+// Simulates conv_depthwise_kernel's loop: block b takes tiles [b * tiles_per_block, ...), thread
+// (tx, ty) computes depthwise_item's channel vector x `run` outputs. Every output element is
+// computed exactly once, and a block restages its weights at most once per spatial_tiles tiles.
+void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "depthwise") {
+  const ConvConfig c = select_conv_config(p, kH200, request(algo));
   ASSERT_EQ(c.path, ConvPath::depthwise);
   expect_within_limits(c);
   const DepthwiseTiling& t = c.depthwise;
   SCOPED_TRACE(to_string(c));
+  const ConvGeometry g = normalize(p);
   EXPECT_EQ(t.channel_vectors * c.vector, p.out_channels);
-  EXPECT_EQ(t.strips_per_row, ceil_div(p.out_size[p.spatial - 1], kDepthwiseTile));
+  EXPECT_EQ(c.tile, t.run);
+  EXPECT_EQ(t.runs_per_row, ceil_div(g.out[2], t.run));
   EXPECT_EQ(c.smem_bytes, p.kernel_positions() * t.cvt * c.vector * 4);
-  std::vector<int> hits(static_cast<std::size_t>(t.channel_vectors * t.strips), 0);
+  const int64_t rows = g.batch * g.out[0] * g.out[1];
+  std::vector<int> hits(static_cast<std::size_t>(rows * g.out[2] * t.channel_vectors), 0);
   for (int64_t b = 0; b < int64_t{c.grid.x}; ++b) {
-    for (int64_t it = 0;; ++it) {
-      const int64_t tile = grid_stride_index(b, 0, it, c.grid.x, 1);
-      if (tile >= t.tiles()) break;
-      for (int64_t ty = 0; ty < t.spb; ++ty) {
+    int64_t stagings = 0, staged = -1;
+    const int64_t first = b * t.tiles_per_block;
+    const int64_t last = std::min(first + t.tiles_per_block, t.tiles());
+    for (int64_t tile = first; tile < last; ++tile) {
+      for (int64_t ty = 0; ty < t.spb(); ++ty) {
         for (int64_t tx = 0; tx < t.cvt; ++tx) {
-          const DepthwiseItem item = depthwise_item(t, tile, tx, ty);
+          const DepthwiseItem item = depthwise_item(g, t, tile, tx, ty);
+          if (tx == 0 && ty == 0 && item.channel_tile != staged) {
+            staged = item.channel_tile;
+            ++stagings;
+          }
           if (!item.valid) continue;
-          ++hits[static_cast<std::size_t>(item.strip * t.channel_vectors + item.channel_vector)];
+          ASSERT_LT(item.n, g.batch);
+          ASSERT_LT(item.d0, g.out[0]);
+          ASSERT_LT(item.d1, g.out[1]);
+          ASSERT_LT(item.ow0, g.out[2]);
+          const int64_t row = (item.n * g.out[0] + item.d0) * g.out[1] + item.d1;
+          for (int64_t j = 0; j < t.run && item.ow0 + j < g.out[2]; ++j) {
+            ++hits[static_cast<std::size_t>((row * g.out[2] + item.ow0 + j) * t.channel_vectors +
+                                            item.channel_vector)];
+          }
         }
       }
     }
+    EXPECT_LE(stagings, 1 + ceil_div(t.tiles_per_block, t.spatial_tiles));
   }
   for (std::size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "item " << i;
 }
@@ -458,13 +487,191 @@ TEST(ConvTiling, DepthwiseCoversEachOutputOnce) {
   expect_depthwise_coverage(make_problem(conv1d));
 }
 
+Spec depthwise_spec(std::vector<int64_t> x_shape, int64_t kernel, int64_t stride, int64_t pad) {
+  Spec s;
+  const int64_t c = x_shape.back();
+  s.w_shape = {c};
+  for (std::size_t d = 1; d + 1 < x_shape.size(); ++d) s.w_shape.push_back(kernel);
+  s.w_shape.push_back(1);
+  s.x_shape = std::move(x_shape);
+  s.params.groups = c;
+  s.params.stride = {stride};
+  s.params.padding_lo = {pad};
+  s.params.padding_hi = {pad};
+  return s;
+}
+
+// The suite rows take the window variants with enough blocks for 132 SMs; odd shapes, strides
+// and multipliers are covered exactly once by every variant.
+TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
+  struct Row {
+    Spec spec;
+    int variant;
+    int64_t min_blocks;
+  };
+  Spec mamba = depthwise_spec({8, 2048, 8192}, 4, 1, 0);
+  mamba.params.padding_lo = {3};
+  const Row rows[] = {
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseWide, 264},
+      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), kDepthwiseWide, 264},
+      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), kDepthwiseNarrow, 264},
+      {depthwise_spec({8, 56, 56, 144}, 3, 2, 1), kDepthwiseNarrow, 132},
+      {mamba, kDepthwiseNarrow, 1000},
+  };
+  for (const Row& r : rows) {
+    const ConvProblem p = make_problem(r.spec);
+    const ConvConfig c = select_conv_config(p, kH200, request());
+    SCOPED_TRACE(to_string(c));
+    ASSERT_EQ(c.path, ConvPath::depthwise);
+    EXPECT_EQ(c.depthwise.variant, r.variant);
+    EXPECT_GE(int64_t{c.grid.x}, r.min_blocks);
+    expect_within_limits(c);
+  }
+  expect_depthwise_coverage(make_problem(rows[0].spec));
+  expect_depthwise_coverage(make_problem(rows[3].spec));
+  for (const int64_t stride : {1, 2, 3}) {
+    for (const int64_t kernel : {1, 3, 4, 5, 7, 9}) {
+      for (const int64_t c : {8, 24, 40}) {
+        Spec s = depthwise_spec({2, 11, 19, c}, kernel, stride, kernel / 2);
+        expect_depthwise_coverage(make_problem(s));
+        s.dtype = s.out_dtype = DType::f32;
+        expect_depthwise_coverage(make_problem(s));
+      }
+    }
+  }
+  Spec three_d = depthwise_spec({2, 3, 5, 9, 16}, 3, 1, 1);
+  expect_depthwise_coverage(make_problem(three_d));
+  Spec multiplier = depthwise_spec({1, 7, 30, 8}, 3, 1, 1);
+  multiplier.w_shape[0] = 24;
+  const ConvProblem pm = make_problem(multiplier);
+  EXPECT_EQ(select_conv_config(pm, kH200, request()).depthwise.variant, kDepthwiseGeneric);
+  expect_depthwise_coverage(pm);
+}
+
+TEST(ConvTiling, DepthwiseExtremeShapes) {
+  // 2^16 positions (batch 1, 256 x 256): covered exactly once.
+  expect_depthwise_coverage(make_problem(depthwise_spec({1, 256, 256, 16}, 3, 1, 1)));
+  // 2^31 positions of a causal conv1d: the grid stays within the cap; the first and the last
+  // tile decode to the first and the last outputs, and the blocks' tile ranges reach the end.
+  Spec s = depthwise_spec({1, int64_t{1} << 31, 64}, 4, 1, 0);
+  s.params.padding_lo = {3};
+  const ConvProblem p = make_problem(s);
+  EXPECT_EQ(p.out_positions(), int64_t{1} << 31);
+  const ConvConfig c = select_conv_config(p, kH200, request());
+  ASSERT_EQ(c.path, ConvPath::depthwise);
+  expect_within_limits(c);
+  const DepthwiseTiling& t = c.depthwise;
+  const ConvGeometry g = normalize(p);
+  EXPECT_LE(int64_t{c.grid.x}, max_blocks(kH200));
+  EXPECT_GE(int64_t{c.grid.x} * t.tiles_per_block, t.tiles());
+  const DepthwiseItem first = depthwise_item(g, t, 0, 0, 0);
+  EXPECT_TRUE(first.valid);
+  EXPECT_EQ(first.ow0, 0);
+  const int64_t last_tile = t.tiles() - 1;
+  int64_t reach = 0;
+  for (int64_t ty = 0; ty < t.spb(); ++ty) {
+    for (int64_t tx = 0; tx < t.cvt; ++tx) {
+      const DepthwiseItem item = depthwise_item(g, t, last_tile, tx, ty);
+      if (!item.valid) continue;
+      EXPECT_EQ(item.channel_vector / t.cvt, t.channel_tiles - 1);
+      reach = std::max(reach, item.ow0 + t.run);
+    }
+  }
+  EXPECT_GE(reach, g.out[2]);
+  EXPECT_LT(reach - t.run, g.out[2]);
+}
+
+// Simulates conv_small_o_mma_kernel: tiles of the blocks' ranges cover every output once, and
+// every P entry an output reads lies in the region that the MMAs wrote.
+void expect_small_o_mma_coverage(const ConvProblem& p) {
+  const ConvConfig c = select_conv_config(p, kH200, request("direct"));
+  ASSERT_EQ(c.path, ConvPath::small_o);
+  ASSERT_TRUE(c.small_o.mma) << to_string(c);
+  expect_within_limits(c);
+  const SmallOTiling& t = c.small_o;
+  const ConvGeometry g = normalize(p);
+  EXPECT_LE(c.smem_bytes, kMaxKernelSmem);
+  EXPECT_EQ(c.smem_bytes, t.weight_bytes + t.region() * t.p_stride * 4);
+  std::vector<int> hits(static_cast<std::size_t>(g.positions()), 0);
+  for (int64_t b = 0; b < int64_t{c.grid.x}; ++b) {
+    const int64_t last = std::min(t.tiles, (b + 1) * t.tiles_per_block);
+    for (int64_t tile = b * t.tiles_per_block; tile < last; ++tile) {
+      const SmallOTile s = small_o_tile(g, t, tile);
+      for (int64_t ph = 0; ph < t.tile_h; ++ph) {
+        for (int64_t pw = 0; pw < t.tile_w; ++pw) {
+          if (s.oh0 + ph >= g.out[1] || s.ow0 + pw >= g.out[2]) continue;
+          ++hits[static_cast<std::size_t>(
+              ((s.n * g.out[0] + s.d0) * g.out[1] + s.oh0 + ph) * g.out[2] + s.ow0 + pw)];
+          for (int64_t t1 = 0; t1 < g.kernel[1]; ++t1) {
+            for (int64_t t2 = 0; t2 < g.kernel[2]; ++t2) {
+              const int64_t r = (ph + t1) * t.region_w + pw + t2;
+              ASSERT_LT(r, t.region());
+              for (int64_t oc = 0; oc < g.o; ++oc) {
+                const int64_t i = small_o_p_index(t, r, (t1 * g.kernel[2] + t2) * g.o + oc);
+                ASSERT_GE(i, r * t.p_stride);
+                ASSERT_LT(i, (r + 1) * t.p_stride);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "position " << i;
+}
+
+TEST(ConvTiling, SmallOTensorCoreCoversEachOutputOnce) {
+  for (const int64_t o : {1, 3, 8}) {
+    for (const int64_t c : {8, 40, 128}) {
+      Spec s;
+      s.x_shape = {2, 19, 37, c};
+      s.w_shape = {o, 3, 3, c};
+      s.params.padding_lo = {1};
+      s.params.padding_hi = {1};
+      expect_small_o_mma_coverage(make_problem(s));
+      Spec conv1d;  // 1-D, 5 taps, negative padding at the end
+      conv1d.x_shape = {3, 300, c};
+      conv1d.w_shape = {o, 5, c};
+      conv1d.params.padding_lo = {4};
+      conv1d.params.padding_hi = {-1};
+      expect_small_o_mma_coverage(make_problem(conv1d));
+    }
+  }
+  // The VAE conv_out row: 14 x 14 output tiles of 16 x 16 regions, 5476 tiles in ~1800 blocks.
+  Spec vae;
+  vae.x_shape = {1, 1024, 1024, 128};
+  vae.w_shape = {3, 3, 3, 128};
+  vae.params.padding_lo = {1};
+  vae.params.padding_hi = {1};
+  vae.bias = true;
+  const ConvConfig c = select_conv_config(make_problem(vae), kH200, request("direct"));
+  ASSERT_TRUE(c.small_o.mma);
+  EXPECT_EQ(c.small_o.tile_h, 14);
+  EXPECT_EQ(c.small_o.tiles, 74 * 74);
+  EXPECT_GE(int64_t{c.grid.x}, 1000);
+  // Not for the tensor-core kernel: f32, stride 2, dilation, 3-D kernels, c % 8 != 0.
+  Spec f32 = vae;
+  f32.x_shape = {1, 32, 32, 128};
+  f32.dtype = f32.out_dtype = DType::f32;
+  EXPECT_FALSE(select_conv_config(make_problem(f32), kH200, request()).small_o.mma);
+  Spec strided = vae;
+  strided.x_shape = {1, 32, 32, 128};
+  strided.params.stride = {2};
+  EXPECT_FALSE(select_conv_config(make_problem(strided), kH200, request()).small_o.mma);
+  Spec odd = vae;
+  odd.x_shape = {1, 32, 32, 12};
+  odd.w_shape = {3, 3, 3, 12};
+  EXPECT_FALSE(select_conv_config(make_problem(odd), kH200, request()).small_o.mma);
+}
+
 // Simulates conv_small_o_kernel's loop: warps stop together, inactive lanes only shuffle.
 TEST(ConvTiling, SmallOCoversEachStripOnce) {
   for (const int64_t c : {2, 3, 16, 24, 128, 1000}) {
     for (const int64_t width : {1, 3, 4, 5, 17}) {
-      Spec s;
+      Spec s;  // f32: the CUDA-core kernel (16-bit x with c % 8 == 0 takes the tensor cores)
       s.x_shape = {2, 3, width, c};
       s.w_shape = {3, 1, 1, c};
+      s.dtype = s.out_dtype = DType::f32;
       const ConvProblem p = make_problem(s);
       const ConvConfig cfg = select_conv_config(p, kH200, request("direct"));
       ASSERT_EQ(cfg.path, ConvPath::small_o) << to_string(cfg);
@@ -540,6 +747,7 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     s.params.padding_hi = {3};
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
+    EXPECT_EQ(c.depthwise.variant, kDepthwiseWide);
     EXPECT_EQ(c.vector, 4);
     EXPECT_TRUE(c.depthwise.x_vector);
     expect_within_limits(c);
@@ -554,16 +762,29 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::small_o) << to_string(c);
     EXPECT_EQ(c.vector, 8);
-    EXPECT_EQ(c.lanes, 16);
+    EXPECT_TRUE(c.small_o.mma);  // bf16, stride 1: the tensor-core kernel, 16 x 16 regions
+    EXPECT_EQ(c.small_o.region_h, 16);
+    EXPECT_EQ(c.small_o.region_w, 16);
+    EXPECT_EQ(c.small_o.n_cols, 27);
     expect_within_limits(c);
   }
   {
-    Spec s;  // o = 5..8 reads 8-byte vectors (acc[4][8] with 16-byte ones would spill)
+    Spec s;  // o = 5..8 with f32 x: the CUDA-core kernel reads 8-byte vectors (acc[4][8] with
+             // 16-byte ones would spill)
     s.x_shape = {1, 8, 8, 128};
     s.w_shape = {8, 3, 3, 128};
+    s.dtype = s.out_dtype = DType::f32;
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::small_o);
-    EXPECT_EQ(c.vector, 4);
+    EXPECT_FALSE(c.small_o.mma);
+    EXPECT_EQ(c.vector, 2);
+    Spec b = s;  // bf16: the tensor-core kernel; 72 P columns need 8 x 8 regions
+    b.dtype = b.out_dtype = DType::bf16;
+    const ConvConfig m = select_conv_config(make_problem(b), kH200, request());
+    EXPECT_TRUE(m.small_o.mma);
+    EXPECT_EQ(m.small_o.region(), 64);
+    EXPECT_EQ(m.small_o.p_stride, 96);
+    expect_within_limits(m);
   }
   {
     Spec s;  // grouped (ResNeXt): one strided-batched GEMM over the 32 groups
@@ -1132,6 +1353,189 @@ TEST(ConvEmulation, UnfoldVectorsMatchScalars) {
       }
     }
   }
+}
+
+// ---- cuDNN as a dispatched path ---------------------------------------------------------------
+
+DeviceDescription with_cudnn() {
+  DeviceDescription d = kH200;
+  d.cudnn = true;
+  d.cudnn_why_not.clear();
+  return d;
+}
+
+// The Error of select_conv_config with `r` on `p` (and `dev`), or "" when there is none.
+std::string selection_error(const ConvProblem& p, const DeviceDescription& dev,
+                            const ConvRequest& r) {
+  try {
+    select_conv_config(p, dev, r);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConvCudnn, AutoTakesCudnnExceptWhereOwnPathsWin) {
+  const DeviceDescription dev = with_cudnn();
+  // unfold_gemm, small_o and 2-D depthwise problems go to cuDNN (docs/perf.md).
+  const ConvProblem unfold = make_problem(resnet_3x3());
+  EXPECT_EQ(select_conv_config(unfold, kH200, request()).path, ConvPath::unfold_gemm);
+  const ConvConfig c = select_conv_config(unfold, dev, request());
+  EXPECT_EQ(c.path, ConvPath::cudnn);
+  EXPECT_EQ(kernel_name(c.path), "cuda.conv.cudnn");
+  EXPECT_NE(c.reason.find("unfold_gemm"), std::string::npos) << c.reason;
+  EXPECT_EQ(c.bias, BiasMode::none);
+  expect_within_limits(c);
+  // The tensor-core small-o kernel beats cuDNN (VAE conv_out); the CUDA-core one does not.
+  Spec small;
+  small.x_shape = {1, 16, 16, 32};
+  small.w_shape = {3, 3, 3, 32};
+  const ConvConfig small_own = select_conv_config(make_problem(small), dev, request());
+  EXPECT_EQ(small_own.path, ConvPath::small_o) << small_own.reason;
+  EXPECT_TRUE(small_own.small_o.mma);
+  EXPECT_NE(small_own.reason.find("not cuDNN"), std::string::npos) << small_own.reason;
+  small.dtype = DType::f32;
+  small.out_dtype = DType::f32;
+  EXPECT_EQ(select_conv_config(make_problem(small), dev, request()).path, ConvPath::cudnn);
+  Spec dw2;
+  dw2.x_shape = {1, 16, 16, 64};
+  dw2.w_shape = {64, 3, 3, 1};
+  dw2.params.groups = 64;
+  EXPECT_EQ(select_conv_config(make_problem(dw2), dev, request()).path, ConvPath::cudnn);
+  // The 1x1 GEMM and 1-D depthwise (causal conv1d) stay on the own paths, saying why.
+  Spec one;
+  one.x_shape = {2, 16, 16, 64};
+  one.w_shape = {128, 1, 1, 64};
+  const ConvConfig own1x1 = select_conv_config(make_problem(one), dev, request());
+  EXPECT_EQ(own1x1.path, ConvPath::gemm_1x1);
+  EXPECT_NE(own1x1.reason.find("not cuDNN"), std::string::npos) << own1x1.reason;
+  Spec dw1;
+  dw1.x_shape = {1, 4096, 1536};
+  dw1.w_shape = {1536, 4, 1};
+  dw1.params.groups = 1536;
+  dw1.params.padding_lo = {3};
+  EXPECT_EQ(select_conv_config(make_problem(dw1), dev, request()).path, ConvPath::depthwise);
+  ConvConfig own;
+  own.path = ConvPath::direct;
+  EXPECT_FALSE(auto_prefers_cudnn(make_problem(dw1), own));
+  own.path = ConvPath::depthwise;
+  EXPECT_TRUE(auto_prefers_cudnn(make_problem(dw2), own));
+  own.path = ConvPath::gemm_1x1;
+  EXPECT_FALSE(auto_prefers_cudnn(unfold, own));
+  // GEMMKIT_CONV_CUDNN=0: own paths only.
+  ConvRequest off = request();
+  off.cudnn_in_auto = false;
+  EXPECT_EQ(select_conv_config(unfold, dev, off).path, ConvPath::unfold_gemm);
+  // Without cuDNN, auto is unchanged and names why not.
+  const ConvConfig none = select_conv_config(unfold, kH200, request());
+  EXPECT_EQ(none.path, ConvPath::unfold_gemm);
+  EXPECT_NE(none.reason.find("cuDNN not built"), std::string::npos) << none.reason;
+}
+
+TEST(ConvCudnn, ProblemsCudnnCannotServe) {
+  const DeviceDescription dev = with_cudnn();
+  // Input dilation (transposed conv) and negative padding: own paths under auto, Error forced.
+  Spec transposed;
+  transposed.x_shape = {1, 8, 8, 16};
+  transposed.w_shape = {16, 3, 3, 16};
+  transposed.params.input_dilation = {2};
+  transposed.params.padding_lo = {2};
+  transposed.params.padding_hi = {2};
+  const ConvProblem t = make_problem(transposed);
+  EXPECT_NE(select_conv_config(t, dev, request()).path, ConvPath::cudnn);
+  std::string m = selection_error(t, dev, request("cudnn"));
+  EXPECT_NE(m.find("options.algo"), std::string::npos) << m;
+  EXPECT_NE(m.find("'cudnn'"), std::string::npos) << m;
+  EXPECT_NE(m.find("input dilation"), std::string::npos) << m;
+  Spec negative;
+  negative.x_shape = {1, 10, 10, 16};
+  negative.w_shape = {16, 3, 3, 16};
+  negative.params.padding_lo = {-1};
+  const ConvProblem n = make_problem(negative);
+  EXPECT_NE(select_conv_config(n, dev, request()).path, ConvPath::cudnn);
+  m = selection_error(n, dev, request("cudnn"));
+  EXPECT_NE(m.find("negative padding"), std::string::npos) << m;
+  // Not built: forced cudnn names it.
+  m = selection_error(make_problem(resnet_3x3()), kH200, request("cudnn"));
+  EXPECT_NE(m.find("cuDNN not built"), std::string::npos) << m;
+  // Forced cudnn where it can serve.
+  EXPECT_EQ(select_conv_config(make_problem(resnet_3x3()), dev, request("cudnn")).path,
+            ConvPath::cudnn);
+  // Tensors past 2^31 - 1 elements stay on own paths.
+  Spec huge;
+  huge.x_shape = {1, 2048, 2048, 1024};
+  huge.w_shape = {16, 3, 3, 1024};
+  huge.params.padding_lo = {1};
+  huge.params.padding_hi = {1};
+  m = selection_error(make_problem(huge), dev, request("cudnn"));
+  EXPECT_NE(m.find("2^31"), std::string::npos) << m;
+}
+
+TEST(ConvCudnn, BiasLayoutAndWorkspace) {
+  const DeviceDescription dev = with_cudnn();
+  Spec s = resnet_3x3(2, 16, 16, 24);
+  s.bias = true;
+  // 16-bit out: the conv writes f32 scratch, the bias pass rounds once into out.
+  const ConvProblem p = make_problem(s);
+  const ConvConfig c = select_conv_config(p, dev, request("cudnn"));
+  EXPECT_EQ(c.bias, BiasMode::scratch);
+  EXPECT_EQ(c.scratch_bytes, p.out_positions() * p.out_channels * 4);
+  EXPECT_EQ(c.scratch_offset, 0);
+  EXPECT_GE(c.lt_offset, c.scratch_bytes);
+  EXPECT_EQ(c.lt_offset % kWorkspaceAlign, 0);
+  EXPECT_EQ(c.lt_workspace_bytes, kDefaultWorkspaceBytes - c.lt_offset);
+  expect_within_limits(c);
+  EXPECT_GE(int64_t{c.grid.x} * c.block, std::min(c.grid_cap * c.block, p.out_positions() * 24));
+  // f32 out: in place, no scratch.
+  s.out_dtype = DType::f32;
+  const ConvConfig f = select_conv_config(make_problem(s), dev, request("cudnn"));
+  EXPECT_EQ(f.bias, BiasMode::pass);
+  EXPECT_EQ(f.scratch_bytes, 0);
+  // A workspace too small for the scratch: auto stays own, forced names the workspace.
+  s.out_dtype = DType::bf16;
+  const ConvProblem q = make_problem(s);
+  EXPECT_NE(select_conv_config(q, dev, request("auto", 1024)).path, ConvPath::cudnn);
+  const std::string m = selection_error(q, dev, request("cudnn", 1024));
+  EXPECT_NE(m.find("workspace"), std::string::npos) << m;
+  // A bias with out's positions not one stride: no bias pass, so not cuDNN.
+  ConvProblem gap = make_problem(s);
+  gap.out.strides[1] *= 2;  // gaps between output rows
+  gap.out.strides[0] *= 2;
+  const std::string g = selection_error(gap, dev, request("cudnn"));
+  EXPECT_NE(g.find("one stride"), std::string::npos) << g;
+  // Without a bias, any out strides are cuDNN's.
+  gap.has_bias = false;
+  EXPECT_EQ(select_conv_config(gap, dev, request("cudnn")).path, ConvPath::cudnn);
+}
+
+TEST(ConvCudnn, EnvironmentSettings) {
+  EXPECT_TRUE(resolve_request("", "", -1, "", "").cudnn_in_auto);
+  EXPECT_TRUE(resolve_request("", "", -1, "", "1").cudnn_in_auto);
+  EXPECT_FALSE(resolve_request("", "", -1, "", "0").cudnn_in_auto);
+  EXPECT_EQ(resolve_request("", "cudnn", -1, "").algo, "cudnn");
+  for (const char* bad : {"2", "yes", "off", " 0"}) {
+    try {
+      resolve_request("", "", -1, "", bad);
+      ADD_FAILURE() << "expected an Error for '" << bad << "'";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("GEMMKIT_CONV_CUDNN"), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string("'") + bad + "'"), std::string::npos) << m;
+    }
+  }
+  EXPECT_TRUE(parse_cudnn_autotune(""));
+  EXPECT_TRUE(parse_cudnn_autotune("1"));
+  EXPECT_FALSE(parse_cudnn_autotune("0"));
+  try {
+    parse_cudnn_autotune("fast");
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GEMMKIT_CONV_CUDNN_AUTOTUNE"), std::string::npos) << m;
+    EXPECT_NE(m.find("'fast'"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(is_known_algo("cudnn"));
+  EXPECT_EQ(std::string(path_name(ConvPath::cudnn)), "cudnn");
 }
 
 }  // namespace

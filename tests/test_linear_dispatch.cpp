@@ -64,6 +64,10 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
   EXPECT_EQ(c.tiles, 8);
   EXPECT_EQ(c.cluster, 6);
   EXPECT_EQ(c.groups_per_rank, 1);
+  // Two groups (k = 720) stay in one CTA with a ring that holds all six slices.
+  const LinearConfig tiny = select_linear_config(bf16_shape(1, 128, 720), kH200, "", true);
+  EXPECT_EQ(tiny.cluster, 1) << tiny.to_string();
+  EXPECT_EQ(tiny.name, "ring8.t1x1.c1");
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {

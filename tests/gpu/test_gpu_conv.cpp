@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -322,6 +323,42 @@ bool is_gemm_kernel(const std::string& kernel) {
   return kernel == "cuda.conv.gemm_1x1" || kernel == "cuda.conv.unfold_gemm";
 }
 
+// Whether cuDNN is built in and serves a plain conv (probed once, by forcing algo "cudnn").
+bool cudnn_works() {
+  static const bool works = [] {
+    try {
+      Buffer x(4 * 4 * 8 * 2, kGpu), w(8 * 3 * 3 * 8 * 2, kGpu), out(2 * 2 * 8 * 2, kGpu);
+      x.fill_bytes(0);
+      w.fill_bytes(0);
+      ConvOptions options;
+      options.algo = "cudnn";
+      conv(Tensor::contiguous(x.data(), DType::bf16, kGpu, {1, 4, 4, 8}),
+           Tensor::contiguous(w.data(), DType::bf16, kGpu, {8, 3, 3, 8}), std::nullopt,
+           Tensor::contiguous(out.data(), DType::bf16, kGpu, {1, 2, 2, 8}), ConvParams{}, options);
+      synchronize(kGpu);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }();
+  return works;
+}
+
+// Whether auto may take cuDNN in this process (GEMMKIT_CONV_CUDNN=0 keeps it on own paths).
+bool cudnn_in_auto() {
+  const char* env = std::getenv("GEMMKIT_CONV_CUDNN");
+  return !(env != nullptr && std::string(env) == "0") && cudnn_works();
+}
+
+// auto's kernel: `own`, or cuDNN where cuDNN is in auto (conv_config.h's auto_prefers_cudnn
+// decides which; the host tests check that rule).
+void expect_auto_kernel(const CallInfo& info, const std::string& own) {
+  if (info.kernel == own) return;
+  if (cudnn_in_auto() && info.kernel == "cuda.conv.cudnn") return;
+  ADD_FAILURE() << "auto picked " << info.kernel << ", expected " << own
+                << (cudnn_in_auto() ? " or cuda.conv.cudnn" : "") << " (" << info.reason << ")";
+}
+
 void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
   HostTensor x = gemmkit_test::random_tensor(d.x, c.x_shape, seed, c.x_layout);
   HostTensor w = gemmkit_test::random_tensor(d.x, c.w_shape, seed + 1);
@@ -373,7 +410,7 @@ void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
     }
     EXPECT_EQ(info.backend, "cuda");
     if (algo == "auto" && !c.auto_kernel.empty()) {
-      EXPECT_EQ(info.kernel, c.auto_kernel) << info.reason;
+      expect_auto_kernel(info, c.auto_kernel);
     }
     if (algo == "reference") {
       EXPECT_EQ(info.kernel, "cuda.conv.direct");
@@ -428,6 +465,65 @@ TEST(GpuConv, ParameterMatrixOtherDtypes) {
   }
 }
 
+// The depthwise window variants (narrow / wide, last-dim stride 1 and 2, several column and row
+// tiles, causal padding) and the tensor-core small-o kernel (channels padded to the 32-channel
+// chunk, several n-tile groups, 1-D and 2-D regions, negative padding) on every dtype pair; the
+// depthwise results must equal the generic kernel's bits.
+TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
+  GEMMKIT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  const std::vector<std::string> dw{"reference", "direct", "depthwise"};
+  const std::vector<std::string> so{"reference", "direct"};
+  const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
+                             int64_t stride, int64_t pad_lo, int64_t pad_hi, bool bias) {
+    const int64_t c = x.back();
+    std::vector<int64_t> w{c};
+    for (std::size_t d = 1; d + 1 < x.size(); ++d) w.push_back(kernel);
+    w.push_back(1);
+    ConvCase k = make_case(name, std::move(x), std::move(w), dw, "cuda.conv.depthwise");
+    k.params.groups = c;
+    k.params.stride = {stride};
+    k.params.padding_lo = {pad_lo};
+    k.params.padding_hi = {pad_hi};
+    k.bias = bias;
+    cases.push_back(k);
+  };
+  depthwise("dw narrow 3x3 stride 2 odd width", {2, 13, 23, 16}, 3, 2, 1, 1, true);
+  depthwise("dw wide 5x5 stride 2", {1, 17, 19, 8}, 5, 2, 2, 2, false);
+  depthwise("dw wide 7x7 c40 wide rows", {2, 9, 45, 40}, 7, 1, 3, 3, true);
+  depthwise("dw narrow causal conv1d k4 c24", {3, 77, 24}, 4, 1, 3, 0, true);
+  depthwise("dw narrow 3x3 many rows", {1, 70, 6, 32}, 3, 1, 1, 1, false);
+  {
+    ConvCase k = make_case("small-o tc o8 c40 3x3 (channel padding, 3 n-groups)", {2, 11, 13, 40},
+                           {8, 3, 3, 40}, so, "cuda.conv.small_o");
+    k.params.padding_lo = {1};
+    k.params.padding_hi = {1};
+    k.bias = true;
+    cases.push_back(k);
+  }
+  {
+    ConvCase k = make_case("small-o tc 1d o3 c64 k5 negative pad", {2, 300, 64}, {3, 5, 64}, so,
+                           "cuda.conv.small_o");
+    k.params.padding_lo = {4};
+    k.params.padding_hi = {-1};
+    cases.push_back(k);
+  }
+  {
+    ConvCase k = make_case("small-o tc o1 c16 5x5 pad 2 bias", {1, 31, 29, 16}, {1, 5, 5, 16}, so,
+                           "cuda.conv.small_o");
+    k.params.padding_lo = {2};
+    k.params.padding_hi = {2};
+    k.bias = true;
+    cases.push_back(k);
+  }
+  const DtypePair pairs[] = {
+      {DType::bf16, DType::bf16}, {DType::f16, DType::f32}, {DType::f32, DType::f32}};
+  uint64_t seed = 9000;
+  for (const DtypePair& d : pairs) {
+    for (const ConvCase& c : cases) run_case(c, d, seed += 10);
+  }
+}
+
 TEST(GpuConv, AlgoThatCannotServeIsAnError) {
   GEMMKIT_REQUIRE_GPU();
   HostTensor x = gemmkit_test::random_tensor(DType::bf16, {1, 5, 5, 8}, 1);
@@ -452,7 +548,7 @@ TEST(GpuConv, AlgoThatCannotServeIsAnError) {
   options.info = &info;
   conv(dx.view, dw.view, std::nullopt, dout.view, ConvParams{}, options);
   synchronize(kGpu);
-  EXPECT_EQ(info.kernel, "cuda.conv.direct");
+  expect_auto_kernel(info, "cuda.conv.direct");
 }
 
 #ifdef GEMMKIT_WITH_CUDA
@@ -522,6 +618,303 @@ TEST(GpuConv, WorkspaceAcrossStreamsAndGraphs) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s1);
   cudaStreamDestroy(s2);
+}
+#endif
+
+// ---- cuDNN path (algo "cudnn") -------------------------------------------------------------
+
+#define GEMMKIT_REQUIRE_CUDNN()                                                          \
+  do {                                                                                   \
+    GEMMKIT_REQUIRE_GPU();                                                               \
+    if (!cudnn_works()) GTEST_SKIP() << "cuDNN is not built in or serves no plain conv"; \
+  } while (0)
+
+struct CudnnCase {
+  ConvCase conv;
+  // Needs a conv with an output type other than x's (bias into f32 scratch with 16-bit out, or
+  // 16-bit in and f32 out): an Error saying cuDNN has no engine is tolerated (and reported).
+  bool mixed_types = false;
+};
+
+std::vector<ConvCase> cudnn_matrix() {
+  std::vector<ConvCase> v;
+  const auto add = [&v](ConvCase c) { v.push_back(std::move(c)); };
+  {
+    ConvCase c = make_case("1d k3 stride 2 pad 1/2", {2, 33, 8}, {16, 3, 8}, {"cudnn"});
+    c.params.stride = {2};
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {2};
+    add(c);
+  }
+  {
+    ConvCase c = make_case("1d depthwise causal k4 (pad 3/0)", {2, 40, 32}, {32, 4, 1}, {"cudnn"});
+    c.params.groups = 32;
+    c.params.padding_lo = {3};
+    c.params.padding_hi = {0};
+    add(c);
+  }
+  {
+    ConvCase c = make_case("2d 3x3 pad 1 bias", {2, 9, 10, 16}, {24, 3, 3, 16}, {"cudnn"});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    add(c);
+  }
+  {
+    ConvCase c = make_case("2d asymmetric pad, kernel dilation 2, stride 2x1", {1, 11, 9, 8},
+                           {12, 3, 2, 8}, {"cudnn"});
+    c.params.padding_lo = {2, 0};
+    c.params.padding_hi = {0, 3};
+    c.params.kernel_dilation = {2};
+    c.params.stride = {2, 1};
+    add(c);
+  }
+  {
+    ConvCase c =
+        make_case("2d flip (true convolution) odd o", {2, 8, 7, 8}, {7, 3, 2, 8}, {"cudnn"});
+    c.params.flip = true;
+    c.params.padding_lo = {1, 0};
+    c.params.padding_hi = {1, 1};
+    add(c);
+  }
+  {
+    ConvCase c = make_case("groups 4 stride 2 bias", {2, 7, 7, 16}, {8, 3, 3, 4}, {"cudnn"});
+    c.params.groups = 4;
+    c.params.stride = {2};
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    add(c);
+  }
+  {
+    ConvCase c = make_case("depthwise 3x3 c32", {2, 9, 12, 32}, {32, 3, 3, 1}, {"cudnn"});
+    c.params.groups = 32;
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    add(c);
+  }
+  {
+    ConvCase c =
+        make_case("depthwise multiplier 2 stride 2", {1, 10, 9, 16}, {32, 3, 3, 1}, {"cudnn"});
+    c.params.groups = 16;
+    c.params.stride = {2};
+    add(c);
+  }
+  {
+    ConvCase c = make_case("3d k3x2x3 pad 1 bias", {1, 4, 5, 6, 8}, {8, 3, 2, 3, 8}, {"cudnn"});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    add(c);
+  }
+  {
+    ConvCase c = make_case("1x1 c32 o48", {2, 7, 9, 32}, {48, 1, 1, 32}, {"cudnn"});
+    add(c);
+  }
+  {
+    ConvCase c = make_case("small o (3) 5x5", {1, 16, 16, 16}, {3, 5, 5, 16}, {"cudnn"});
+    c.params.padding_lo = {2};
+    c.params.padding_hi = {2};
+    add(c);
+  }
+  {
+    ConvCase c =
+        make_case("x strided (padded rows, offset)", {2, 6, 7, 8}, {8, 3, 3, 8}, {"cudnn"});
+    c.x_layout.pad = {0, 1, 3, 8};
+    c.x_layout.offset = 8;
+    add(c);
+  }
+  {
+    ConvCase c = make_case("x channels not innermost", {2, 5, 6, 8}, {12, 3, 3, 8}, {"cudnn"});
+    c.x_layout.order = {0, 3, 1, 2};
+    add(c);
+  }
+  {
+    ConvCase c = make_case("out with gaps, no bias", {1, 6, 6, 8}, {10, 3, 3, 8}, {"cudnn"});
+    c.out_layout.pad = {0, 0, 1, 2};
+    c.out_layout.offset = 1;
+    add(c);
+  }
+  return v;
+}
+
+// Forced cudnn on one case and dtype pair: the double reference, the CPU backend, poisoned
+// outputs, the cuDNN kernel, run-to-run bits. Returns false when cuDNN had no engine for a case
+// that tolerates it.
+bool run_cudnn_case(const ConvCase& c, const DtypePair& d, uint64_t seed, bool tolerate_no_engine) {
+  const std::string what = label(c, d, "cudnn");
+  SCOPED_TRACE(what);
+  HostTensor x = gemmkit_test::random_tensor(d.x, c.x_shape, seed, c.x_layout);
+  HostTensor w = gemmkit_test::random_tensor(d.x, c.w_shape, seed + 1);
+  HostTensor b = gemmkit_test::random_tensor(d.x, {c.w_shape[0]}, seed + 2);
+  const std::vector<int64_t> out_shape = conv_output_shape(c.x_shape, c.w_shape, c.params);
+  const gemmkit_test::Reference ref =
+      gemmkit_test::reference_conv(x, w, c.bias ? &b : nullptr, c.params);
+  HostTensor cpu_out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
+  cpu_out.poison();
+  {
+    std::optional<Tensor> bias;
+    if (c.bias) bias = b.view();
+    conv(x.view(), w.view(), bias, cpu_out.view(), c.params);
+  }
+  const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
+  HostTensor out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
+  DeviceTensor dout = to_device(out);
+  const auto run = [&](CallInfo& info) {
+    dout.buffer.fill_bytes(0xFF);  // NaN in every dtype
+    ConvOptions options;
+    options.algo = "cudnn";
+    options.info = &info;
+    std::optional<Tensor> bias;
+    if (c.bias) bias = db.view;
+    conv(dx.view, dw.view, bias, dout.view, c.params, options);
+    synchronize(kGpu);
+    HostTensor result = out;
+    dout.buffer.copy_to_host(result.storage.data(), result.storage.size());
+    return result;
+  };
+  CallInfo info;
+  HostTensor first;
+  try {
+    first = run(info);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    if (tolerate_no_engine && (m.find("cuDNN has no") != std::string::npos ||
+                               m.find("cuDNN cannot describe") != std::string::npos)) {
+      std::printf("[ note ] %s: %s\n", what.c_str(), m.c_str());
+      return false;
+    }
+    ADD_FAILURE() << what << ": threw " << m;
+    return false;
+  }
+  EXPECT_EQ(info.kernel, "cuda.conv.cudnn") << info.reason;
+  EXPECT_NE(info.reason.find("cuDNN engine"), std::string::npos) << info.reason;
+  if (gemmkit_test::check_output(first, any_order(ref), what) != 0) return true;
+  expect_close_to_cpu(first, cpu_out, ref, what + " vs the CPU backend");
+  CallInfo again_info;
+  const HostTensor again = run(again_info);
+  EXPECT_TRUE(gemmkit_test::same_bits(first, again)) << what << ": run-to-run difference";
+  EXPECT_NE(again_info.reason.find("cached"), std::string::npos) << again_info.reason;
+  return true;
+}
+
+TEST(GpuConvCudnn, MatrixAgainstReference) {
+  GEMMKIT_REQUIRE_CUDNN();
+  const DtypePair same[] = {
+      {DType::bf16, DType::bf16}, {DType::f16, DType::f16}, {DType::f32, DType::f32}};
+  const DtypePair mixed[] = {{DType::bf16, DType::f32}, {DType::f16, DType::f32}};
+  uint64_t seed = 9000;
+  int unsupported = 0;
+  for (const ConvCase& c : cudnn_matrix()) {
+    for (const DtypePair& d : same) {
+      // 16-bit out with a bias: the conv writes f32 scratch (a mixed-type cuDNN conv).
+      const bool mixed_conv = c.bias && d.out != DType::f32;
+      if (!run_cudnn_case(c, d, seed += 10, mixed_conv)) ++unsupported;
+    }
+    for (const DtypePair& d : mixed) {
+      if (!run_cudnn_case(c, d, seed += 10, true)) ++unsupported;
+    }
+  }
+  std::printf("[ note ] cuDNN had no engine for %d mixed-type runs\n", unsupported);
+}
+
+TEST(GpuConvCudnn, ForcedCudnnThatCannotServeIsAnError) {
+  GEMMKIT_REQUIRE_GPU();
+  HostTensor x = gemmkit_test::random_tensor(DType::bf16, {1, 6, 5, 6}, 1);
+  HostTensor w = gemmkit_test::random_tensor(DType::bf16, {10, 4, 4, 3}, 2);
+  const DeviceTensor dx = to_device(x), dw = to_device(w);
+  const auto expect_cudnn_error = [&](const ConvParams& params, const std::string& why) {
+    const std::vector<int64_t> out_shape = conv_output_shape(x.shape, w.shape, params);
+    DeviceTensor dout = to_device(gemmkit_test::make_tensor(DType::bf16, out_shape));
+    ConvOptions options;
+    options.algo = "cudnn";
+    try {
+      conv(dx.view, dw.view, std::nullopt, dout.view, params, options);
+      ADD_FAILURE() << "expected an Error (" << why << ")";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("options.algo"), std::string::npos) << m;
+      EXPECT_NE(m.find("'cudnn'"), std::string::npos) << m;
+      const std::string expected = cudnn_works() ? why : "cuDNN not built";
+      EXPECT_NE(m.find(expected), std::string::npos) << m;
+    }
+  };
+  expect_cudnn_error(conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 1}, {1, 1}, 2),
+                     "input dilation");
+  ConvParams negative;
+  negative.groups = 2;
+  negative.padding_lo = {-1, 2};
+  negative.padding_hi = {0, 1};
+  expect_cudnn_error(negative, "negative padding");
+}
+
+#ifdef GEMMKIT_WITH_CUDA
+// cuDNN inside stream capture: a shape first seen under capture takes the heuristic's first
+// engine (no timing), replays give the same bits and the right values; after an eager call has
+// timed the shape, a new capture reproduces the eager bits.
+TEST(GpuConvCudnn, InsideGraphCapture) {
+  GEMMKIT_REQUIRE_CUDNN();
+  const std::vector<int64_t> x_shape{2, 20, 18, 24}, w_shape{40, 3, 3, 24};
+  ConvParams params;
+  params.padding_lo = {1, 0};
+  params.padding_hi = {1, 2};
+  HostTensor x = gemmkit_test::random_tensor(DType::bf16, x_shape, 71);
+  HostTensor w = gemmkit_test::random_tensor(DType::bf16, w_shape, 72);
+  // bf16 out, no bias: a same-type conv, which every cuDNN 9 build serves.
+  const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, params);
+  const std::vector<int64_t> out_shape = conv_output_shape(x_shape, w_shape, params);
+  const DeviceTensor dx = to_device(x), dw = to_device(w);
+  HostTensor host_out = gemmkit_test::make_tensor(DType::bf16, out_shape);
+  DeviceTensor dout = to_device(host_out);
+  const auto enqueue = [&](cudaStream_t stream, CallInfo* info) {
+    ConvOptions options;
+    options.algo = "cudnn";
+    options.info = info;
+    conv(dx.view, dw.view, std::nullopt, dout.view, params, options, stream);
+  };
+  const auto result = [&] {
+    HostTensor r = host_out;
+    dout.buffer.copy_to_host(r.storage.data(), r.storage.size());
+    return r;
+  };
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const auto capture_and_replay = [&](CallInfo& info) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    enqueue(s, &info);
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    std::vector<HostTensor> replays;
+    for (int replay = 0; replay < 2; ++replay) {
+      dout.buffer.fill_bytes(0xFF);
+      EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      replays.push_back(result());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    EXPECT_TRUE(gemmkit_test::same_bits(replays[0], replays[1])) << "replays differ";
+    return replays[0];
+  };
+  CallInfo captured_info;
+  const HostTensor captured = capture_and_replay(captured_info);
+  EXPECT_EQ(captured_info.kernel, "cuda.conv.cudnn");
+  EXPECT_NE(captured_info.reason.find("not timed"), std::string::npos) << captured_info.reason;
+  EXPECT_EQ(gemmkit_test::check_output(captured, any_order(ref), "captured cudnn"), 0);
+
+  CallInfo eager_info;
+  dout.buffer.fill_bytes(0xFF);
+  enqueue(s, &eager_info);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const HostTensor eager = result();
+  EXPECT_EQ(gemmkit_test::check_output(eager, any_order(ref), "eager cudnn"), 0);
+
+  CallInfo recaptured_info;
+  const HostTensor recaptured = capture_and_replay(recaptured_info);
+  EXPECT_TRUE(gemmkit_test::same_bits(eager, recaptured)) << recaptured_info.reason;
+  cudaStreamDestroy(s);
 }
 #endif
 
@@ -712,7 +1105,7 @@ TEST(GpuConvBig, SixtyFiveThousandPositionsEveryPath) {
   dparams.groups = 16;
   const Tensor wd = Tensor::contiguous(wdb.data(), DType::bf16, kGpu, {16, 3, 3, 1});
   const CallInfo info = run_big(x, wd, std::nullopt, out, out_shape, DType::bf16, dparams, "auto");
-  EXPECT_EQ(info.kernel, "cuda.conv.depthwise");
+  expect_auto_kernel(info, "cuda.conv.depthwise");
   std::vector<uint8_t> wdh(16 * 9 * 2);
   wdb.copy_to_host(wdh.data(), wdh.size());
   SampledConv sd = s;
@@ -761,7 +1154,7 @@ TEST(GpuConvBig, SeventyThousandChannels) {
     SampledConv s =
         sampled_conv(x_shape, w_shape, out_shape, params, bf16_reader(xh), bf16_reader(wh));
     const CallInfo info = run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "auto");
-    EXPECT_EQ(info.kernel, "cuda.conv.depthwise");
+    expect_auto_kernel(info, "cuda.conv.depthwise");
     check_samples(s, out, DType::bf16, 2000, 4, "c=70000 depthwise");
     const auto depthwise_bytes = testing::download(out);
     run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "reference");
@@ -811,7 +1204,7 @@ TEST(GpuConvBig, OutputPastTwoToTheThirtyOneElements) {
         sampled_conv(x_shape, w_shape, out_shape, params, bf16_reader(xh), bf16_reader(wh));
     s.x_strides = x_strides;
     const CallInfo info = run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "auto");
-    EXPECT_EQ(info.kernel, "cuda.conv.depthwise");
+    expect_auto_kernel(info, "cuda.conv.depthwise");
     const std::vector<double> depthwise =
         check_samples(s, out, DType::bf16, 2000, 6, "2^31-element depthwise");
     run_big(x, w, std::nullopt, out, out_shape, DType::bf16, params, "reference");
@@ -844,7 +1237,7 @@ TEST(GpuConvBig, InputPastTwoToTheThirtyOneElementsSmallO) {
   for (const char* algo : {"auto", "reference"}) {
     const CallInfo info = run_big(x, w, b, out, out_shape, DType::bf16, params, algo);
     if (std::string(algo) == "auto") {
-      EXPECT_EQ(info.kernel, "cuda.conv.small_o");
+      expect_auto_kernel(info, "cuda.conv.small_o");
     }
     check_samples(s, out, DType::bf16, 2000, 7, std::string("2^31-element x, ") + algo);
   }

@@ -1,12 +1,14 @@
 // gemmkit::cuda::conv: resolves the options, selects a path (conv_config.h, pure), and runs it on
 // the tensors' device and the caller's stream. A GEMM path that cuBLASLt or the allocator cannot
-// serve falls back to the generic direct kernel under algo "auto" (never under "gemm").
+// serve falls back to the generic direct kernel under algo "auto" (never under "gemm"); a cuDNN
+// run that fails falls back to the own path auto would take without cuDNN (never under "cudnn").
 #include <string>
 
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
 #include "cuda/conv/conv_config.h"
+#include "cuda/conv/conv_cudnn.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_geometry.h"
 #include "cuda/conv/conv_launch.h"
@@ -25,6 +27,8 @@ conv_impl::DeviceDescription describe_device(const DeviceProperties& props) {
   d.max_grid_y = props.max_grid_y;
   d.max_grid_z = props.max_grid_z;
   d.shared_per_block_optin = props.shared_per_block_optin;
+  d.cudnn_why_not = conv_impl::cudnn_unavailable_reason();
+  d.cudnn = d.cudnn_why_not.empty();
   return d;
 }
 
@@ -36,12 +40,29 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   const int device = problem.x.device.index;
   const DeviceDescription dev = describe_device(device_properties(device));  // Error if absent
   DeviceGuard guard(device);
-  const ConvRequest request =
-      resolve_request(options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"),
-                      options.workspace_bytes, detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"));
+  const ConvRequest request = resolve_request(
+      options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
+      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"));
   ConvConfig config = select_conv_config(problem, dev, request);
   const ConvGeometry g = normalize(problem);
   const cudaStream_t s = stream;
+
+  if (config.path == ConvPath::cudnn) {
+    std::string why, note;
+    if (run_cudnn_path(problem, config, device, s, why, note)) {
+      info.backend = "cuda";
+      info.kernel = kernel_name(config.path);
+      info.reason = to_string(config) + "; " + note;
+      return;
+    }
+    if (request.algo == "cudnn") {
+      detail::fail(kOp, request.algo_origin, "'cudnn': cannot serve this problem: " + why);
+    }
+    ConvRequest own = request;
+    own.cudnn_in_auto = false;
+    config = select_conv_config(problem, dev, own);
+    config.reason = "cuDNN failed (" + why + "), own path instead: " + config.reason;
+  }
 
   if (config.path == ConvPath::gemm_1x1 || config.path == ConvPath::unfold_gemm) {
     std::string why;
@@ -74,6 +95,7 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
       break;
     case ConvPath::gemm_1x1:
     case ConvPath::unfold_gemm:
+    case ConvPath::cudnn:
       break;  // ran above
   }
   info.backend = "cuda";

@@ -54,9 +54,19 @@ struct DeviceDescription {
   int64_t max_grid_x = kMaxGridX;
   int64_t max_grid_y = kMaxGridYZ, max_grid_z = kMaxGridYZ;
   int64_t shared_per_block_optin = 227 * 1024;
+  // cuDNN built in and usable on this device (conv_cudnn.h); when not, why not.
+  bool cudnn = false;
+  std::string cudnn_why_not = "cuDNN not built (configure found no cuDNN)";
 };
 
-enum class ConvPath : int { direct = 0, depthwise = 1, small_o = 2, gemm_1x1 = 3, unfold_gemm = 4 };
+enum class ConvPath : int {
+  direct = 0,
+  depthwise = 1,
+  small_o = 2,
+  gemm_1x1 = 3,
+  unfold_gemm = 4,
+  cudnn = 5,
+};
 
 inline const char* path_name(ConvPath path) {
   switch (path) {
@@ -70,6 +80,8 @@ inline const char* path_name(ConvPath path) {
       return "gemm_1x1";
     case ConvPath::unfold_gemm:
       return "unfold_gemm";
+    case ConvPath::cudnn:
+      return "cudnn";
   }
   return "?";
 }
@@ -108,9 +120,11 @@ inline const char* bias_mode_name(BiasMode mode) {
 
 // The caller's request after options and environment were resolved.
 struct ConvRequest {
-  std::string algo = "auto";                 // auto | direct | depthwise | gemm | reference
+  std::string algo = "auto";                 // auto | cudnn | direct | depthwise | gemm | reference
   std::string algo_origin = "options.algo";  // the name errors give the algo setting
   int64_t workspace_bytes = kDefaultWorkspaceBytes;
+  // Whether auto may pick cuDNN (GEMMKIT_CONV_CUDNN=0 turns it off: own paths only).
+  bool cudnn_in_auto = true;
 };
 
 struct ConvConfig {
@@ -167,14 +181,18 @@ inline std::string to_string(const ConvConfig& c) {
 // ---- Options and environment ----------------------------------------------------------------
 
 inline bool is_known_algo(const std::string& algo) {
-  return algo == "auto" || algo == "direct" || algo == "depthwise" || algo == "gemm" ||
-         algo == "reference";
+  return algo == "auto" || algo == "cudnn" || algo == "direct" || algo == "depthwise" ||
+         algo == "gemm" || algo == "reference";
 }
 
+constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, reference";
+
 // options.algo if set, else GEMMKIT_CONV_ALGO's value `env` if set, else "auto". Unknown names
-// are an Error naming where the value came from.
+// are an Error naming where the value came from. `env_cudnn` is GEMMKIT_CONV_CUDNN: "" or "1"
+// lets auto use cuDNN, "0" keeps auto on the own paths; anything else is an Error.
 inline ConvRequest resolve_request(const std::string& option_algo, const std::string& env_algo,
-                                   int64_t option_workspace, const std::string& env_workspace_mb) {
+                                   int64_t option_workspace, const std::string& env_workspace_mb,
+                                   const std::string& env_cudnn = "") {
   ConvRequest r;
   if (!option_algo.empty()) {
     r.algo = option_algo;
@@ -183,8 +201,12 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
     r.algo_origin = "options.algo (from GEMMKIT_CONV_ALGO)";
   }
   if (!is_known_algo(r.algo)) {
-    detail::fail(kOp, r.algo_origin,
-                 "'" + r.algo + "': must be one of auto, direct, depthwise, gemm, reference");
+    detail::fail(kOp, r.algo_origin, "'" + r.algo + "': must be one of " + kAlgoNames);
+  }
+  if (env_cudnn == "0") {
+    r.cudnn_in_auto = false;
+  } else if (!env_cudnn.empty() && env_cudnn != "1") {
+    detail::fail(kOp, "GEMMKIT_CONV_CUDNN", "'" + env_cudnn + "': must be 0 or 1");
   }
   if (option_workspace >= 0) {
     r.workspace_bytes = option_workspace;
@@ -203,6 +225,14 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
     r.workspace_bytes = mib << 20;
   }
   return r;
+}
+
+// GEMMKIT_CONV_CUDNN_AUTOTUNE: "" or "1" times cuDNN's top engines on the first call of a shape
+// (outside stream capture), "0" takes the heuristic's first; anything else is an Error.
+inline bool parse_cudnn_autotune(const std::string& env_value) {
+  if (env_value.empty() || env_value == "1") return true;
+  if (env_value == "0") return false;
+  detail::fail(kOp, "GEMMKIT_CONV_CUDNN_AUTOTUNE", "'" + env_value + "': must be 0 or 1");
 }
 
 // ---- Eligibility: "" when the path can serve the problem, else why not -------------------
@@ -243,7 +273,15 @@ inline std::string why_not_small_o(const detail::ConvProblem& p) {
   }
   if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
-  if (small_o_weight_bytes(p) > kMaxKernelSmem) {
+  // The tensor-core kernel: 16-bit x read as 8-channel (16-byte) vectors (vector_width_for).
+  bool mma_fits =
+      p.x.dtype != DType::f32 && p.in_channels % 8 == 0 && pointer_alignment(p.x.data) >= 16;
+  for (int i = 0; i + 1 < p.x.rank; ++i) {
+    mma_fits = mma_fits && (p.x.strides[i] % 8 == 0 || p.x.shape[i] == 1);
+  }
+  SmallOTiling mma;
+  mma_fits = mma_fits && plan_small_o_mma(normalize(p), kMaxKernelSmem, mma).empty();
+  if (!mma_fits && small_o_weight_bytes(p) > kMaxKernelSmem) {
     return "the weight (" + std::to_string(small_o_weight_bytes(p)) + " bytes) does not fit in " +
            std::to_string(kMaxKernelSmem / 1024) + " KiB of shared memory";
   }
@@ -431,61 +469,78 @@ inline ConvConfig direct_config(const detail::ConvProblem& p, const DeviceDescri
   return c;
 }
 
-// Depthwise kernel (conv_depthwise.cuh): `vector` output channels per thread (the widest, up to
-// kDepthwiseMaxVector, that divides o and suits out's alignment), kDepthwiseTile outputs along the
-// last spatial dim, tiles of up to 32 channel vectors x (256 / that) strips, weights of a tile's
-// channels staged in shared memory as fp32 [tap][channel].
+// Depthwise kernel (conv_depthwise.cuh). Variant, first that applies (DepthwiseTiling):
+//   narrow  kernel width <= 4: 16 bytes of x per thread (8 16-bit / 4 f32 channels) x 4 outputs
+//   wide    kernel width <= 8: 4 channels x 8 outputs (acc[8][4] + a kernel row of weights
+//           wr[8][4] in registers: ~80 of them, 3 blocks of 256 per SM)
+//   generic anything else: up to 4 channels x 4 outputs, per-tap loads
+// Channel vectors per block: balanced tiles of at most kDepthwiseMaxCvt (16: 128-256 bytes of a
+// position's channels per warp row, enough for full 32-byte sectors), fewer when the tile's
+// weights (taps x channels x fp32) would pass 48 KiB; spatial tile and grid: depthwise_layout.
 inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDescription& dev,
                                    const std::string& algo, const std::string& reason) {
   ConvConfig c;
   c.path = ConvPath::depthwise;
   c.algo = algo;
   c.reason = reason;
+  const ConvGeometry g = normalize(p);
   const int64_t ex = elem_size(p.x.dtype), eo = elem_size(p.out.dtype);
   const int64_t taps = p.kernel_positions();
-  int64_t v = 1;
-  for (int64_t bytes = kDepthwiseMaxVector * ex; bytes > ex; bytes /= 2) {
-    const int64_t width = bytes / ex;
+  const auto out_suits = [&](int64_t width) {
     bool ok = p.out_channels % width == 0 &&
               pointer_alignment(p.out.data) >= std::min<int64_t>(16, width * eo);
     for (int i = 0; i + 1 < p.out.rank; ++i) {
       ok = ok && (p.out.strides[i] % width == 0 || p.out.shape[i] == 1);
     }
-    if (ok) {
-      v = width;
-      break;
-    }
-  }
-  int64_t cvt = std::min<int64_t>(p.out_channels / v, 32);
-  while (taps * cvt * v * 4 > kMaxKernelSmem) {
-    if (cvt > 1) {
-      cvt = ceil_div(cvt, 2);
-    } else {
-      v /= 2;  // why_not_depthwise guarantees taps * 4 fits
-    }
-  }
+    return ok;
+  };
+  const auto x_suits = [&](int64_t width) {
+    return p.out_channels_per_group == 1 && vector_width_for(p, width) == width;
+  };
+  const auto fits = [&](int64_t width) { return taps * width * 4 <= kMaxKernelSmem; };
   DepthwiseTiling& t = c.depthwise;
+  const bool window = g.kdil[2] == 1 && g.idil[2] == 1 && (g.stride[2] == 1 || g.stride[2] == 2);
+  const auto suits = [&](int64_t width) {
+    return out_suits(width) && x_suits(width) && fits(width);
+  };
+  const int64_t narrow = 16 / ex;
+  int64_t v = 1;
+  if (window && g.kernel[2] <= kDepthwiseNarrowTaps && suits(narrow)) {
+    t.variant = kDepthwiseNarrow;
+    t.run = kDepthwiseNarrowRun;
+    v = narrow;
+  } else if (window && g.kernel[2] <= kDepthwiseWideTaps && suits(kDepthwiseWideVector)) {
+    t.variant = kDepthwiseWide;
+    t.run = kDepthwiseWideRun;
+    v = kDepthwiseWideVector;
+  } else {
+    t.variant = kDepthwiseGeneric;
+    t.run = kDepthwiseGenericRun;
+    v = kDepthwiseMaxGenericVector;
+    while (v > 1 && !(out_suits(v) && fits(v))) v /= 2;  // why_not_depthwise: taps * 4 fits
+    t.x_vector = v > 1 && x_suits(v);
+  }
+  if (t.variant != kDepthwiseGeneric) t.x_vector = true;
   t.channel_vectors = p.out_channels / v;
-  t.cvt = std::min(cvt, t.channel_vectors);
-  t.spb = std::max<int64_t>(1, 256 / t.cvt);
-  const int64_t last = p.out_size[p.spatial - 1];
-  t.strips_per_row = ceil_div(last, kDepthwiseTile);
-  t.strips = p.out_positions() / last * t.strips_per_row;
-  t.channel_tiles = ceil_div(t.channel_vectors, t.cvt);
-  t.strip_tiles = ceil_div(t.strips, t.spb);
-  t.x_vector = p.out_channels_per_group == 1 && v > 1 && vector_width_for(p, v) == v;
-  c.vector = static_cast<int>(v);
-  c.tile = kDepthwiseTile;
-  c.block = static_cast<int>(t.cvt * t.spb);
+  int64_t cap = std::min<int64_t>(kDepthwiseMaxCvt, t.channel_vectors);
+  while (cap > 1 && taps * cap * v * 4 > kMaxKernelSmem) cap = ceil_div(cap, 2);
+  while (cap > 1 && taps * cap * v * 4 > kMaxKernelSmem) --cap;
+  t.cvt = ceil_div(t.channel_vectors, ceil_div(t.channel_vectors, cap));
   c.grid_cap = max_blocks(dev);
-  c.grid = grid_for(t.tiles(), 1, c.grid_cap);
+  c.grid.x = static_cast<uint32_t>(depthwise_layout(g, dev.multiprocessors, c.grid_cap, t));
+  c.vector = static_cast<int>(v);
+  c.tile = t.run;
+  c.block = static_cast<int>(t.cvt * t.spb());
   c.smem_bytes = taps * t.cvt * v * 4;
   return c;
 }
 
-// Small-o kernel (conv_small_o.cuh): `lanes` lanes share a strip of kSmallOPositions outputs
-// along the last spatial dim, each reducing every lanes-th vector of `vector` channels for all o
-// outputs, with the whole weight staged in shared memory in x's type.
+// Small-o kernels (conv_small_o.cuh). 16-bit x whose channels load as 16-byte vectors and a
+// geometry plan_small_o_mma accepts: the tensor-core kernel (256 threads, weights as MMA
+// fragments + the region's per-tap products in shared memory). Otherwise the CUDA-core kernel:
+// `lanes` lanes share a strip of kSmallOPositions outputs along the last spatial dim, each
+// reducing every lanes-th vector of `vector` channels for all o outputs, with the whole weight
+// staged in shared memory in x's type.
 inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescription& dev,
                                  const std::string& algo, const std::string& reason) {
   ConvConfig c;
@@ -493,9 +548,20 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
   c.algo = algo;
   c.reason = reason;
   c.vector = vector_width_for(p, p.in_channels);
+  SmallOTiling& t = c.small_o;
+  c.grid_cap = max_blocks(dev);
+  if (p.x.dtype != DType::f32 && c.vector == 8 &&
+      plan_small_o_mma(normalize(p), kMaxKernelSmem, t).empty()) {
+    c.block = kSmallOMmaThreads;
+    c.tile = static_cast<int>(t.tile_h * t.tile_w);
+    t.tiles_per_block = ceil_div(t.tiles, std::min(c.grid_cap, kMaxGridX));
+    c.grid.x = static_cast<uint32_t>(ceil_div(t.tiles, t.tiles_per_block));
+    c.smem_bytes = t.weight_bytes + t.region() * t.p_stride * 4;
+    return c;
+  }
+  t = SmallOTiling{};
   // acc[4][8] with 16-byte vectors would spill: o > 4 reads 8-byte vectors.
   if (p.out_channels > 4 && c.vector * elem_size(p.x.dtype) > 8) c.vector /= 2;
-  SmallOTiling& t = c.small_o;
   t.channel_vectors = p.in_channels / c.vector;
   int lanes_log2 = 0;
   while (lanes_log2 < 5 && (int64_t{1} << lanes_log2) < t.channel_vectors) ++lanes_log2;
@@ -507,10 +573,83 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
   t.strips_per_row = ceil_div(last, kSmallOPositions);
   t.strips = p.out_positions() / last * t.strips_per_row;
   t.strips_per_block = c.block / c.lanes;
-  c.grid_cap = max_blocks(dev);
   c.grid = grid_for(t.strips, t.strips_per_block, c.grid_cap);
   c.smem_bytes = small_o_weight_bytes(p);
   return c;
+}
+
+// ---- cuDNN (conv_cudnn.h) ----------------------------------------------------------------------
+
+// cuDNN engines are not trusted past 32-bit element offsets: larger tensors stay on own paths.
+constexpr int64_t kMaxCudnnSpan = (int64_t{1} << 31) - 1;
+
+// Largest element offset + 1 of `t` (strides >= 1).
+inline int64_t element_span(const Tensor& t) {
+  int64_t last = 0;
+  for (int i = 0; i < t.rank; ++i) last += (t.shape[i] - 1) * t.strides[i];
+  return last + 1;
+}
+
+// "" when the cuDNN path can serve the problem, else why not; fills the bias layout of `c`.
+// cuDNN runs the whole convolution in one call (no chunks) into out, or with a bias and a 16-bit
+// out into an fp32 scratch [positions][o] that the bias pass (conv_bias.cuh) rounds into out
+// once; with f32 out the pass adds the bias in place. The engine's workspace is known only when
+// its plan is built (run time): the launcher skips engines needing more than the budget left.
+inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                 int64_t budget, ConvConfig& c) {
+  if (!dev.cudnn) return dev.cudnn_why_not;
+  for (int d = 0; d < p.spatial; ++d) {
+    if (p.input_dilation[d] != 1) {
+      return "input dilation (transposed convolution): cuDNN's forward convolution has none";
+    }
+    if (p.padding_lo[d] < 0 || p.padding_hi[d] < 0) return "cuDNN has no negative padding";
+  }
+  for (const Tensor* t : {&p.x, &p.weight, &p.out}) {
+    if (element_span(*t) > kMaxCudnnSpan) {
+      return "a tensor spans more than 2^31 - 1 elements (cuDNN engines index with 32 bits)";
+    }
+  }
+  c.workspace_budget = budget;
+  c.bias = BiasMode::none;
+  if (p.has_bias) {
+    if (channel_stride(p.out) != 1 && p.out_channels > 1) {
+      return "with a bias, out's channel stride must be 1 (bias pass)";
+    }
+    c.out_row_stride = position_stride(p.out);
+    if (c.out_row_stride < 0) {
+      return "with a bias, out's batch and spatial dims must merge into one stride (bias pass)";
+    }
+    c.bias = p.out.dtype == DType::f32 ? BiasMode::pass : BiasMode::scratch;
+    if (c.bias == BiasMode::scratch) {
+      c.scratch_bytes = p.out_positions() * p.out_channels * 4;
+      if (c.scratch_bytes > budget - kWorkspaceAlign) {
+        return "the workspace (" + std::to_string(budget) + " bytes) cannot hold the f32 result (" +
+               std::to_string(c.scratch_bytes) + " bytes) the bias pass rounds into out";
+      }
+    }
+    c.block = 256;  // the bias pass
+    c.grid_cap = max_blocks(dev);
+    c.grid = grid_for(p.out_positions() * p.out_channels, c.block, c.grid_cap);
+  }
+  // Layout: [f32 scratch | cuDNN's workspace]; lt_offset is where cuDNN's part starts.
+  c.scratch_offset = 0;
+  c.lt_offset = round_up(c.scratch_bytes, kWorkspaceAlign);
+  c.lt_workspace_bytes = std::max<int64_t>(0, budget - c.lt_offset);
+  c.workspace_bytes = c.lt_offset;  // + the chosen engine's workspace, at run time
+  return "";
+}
+
+// Whether auto takes cuDNN over the own path `own` that it would pick otherwise. From the H200
+// measurements of docs/perf.md (conv tables, own paths vs cuDNN in the same run): the 1x1 GEMM
+// path takes 0.62-1.01x cuDNN's time, the 1-D depthwise kernel 0.07x (mamba causal conv1d) and
+// the tensor-core small-o kernel 0.71x (VAE conv_out); cuDNN is faster on every unfold_gemm row,
+// on 2-D depthwise (2.3-3x) and on the CUDA-core small-o kernel. Retune here when either side
+// changes.
+inline bool auto_prefers_cudnn(const detail::ConvProblem& p, const ConvConfig& own) {
+  if (own.path == ConvPath::gemm_1x1) return false;
+  if (own.path == ConvPath::small_o && own.small_o.mma) return false;
+  const bool depthwise = p.groups == p.in_channels && p.in_channels_per_group == 1;
+  return !(depthwise && p.spatial == 1);
 }
 
 // ---- Selection --------------------------------------------------------------------------------
@@ -519,12 +658,21 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
                                      const ConvRequest& request) {
   const std::string& algo = request.algo;
   if (!is_known_algo(algo)) {
-    detail::fail(kOp, request.algo_origin,
-                 "'" + algo + "': must be one of auto, direct, depthwise, gemm, reference");
+    detail::fail(kOp, request.algo_origin, "'" + algo + "': must be one of " + kAlgoNames);
   }
   const auto cannot = [&](const std::string& why) {
     detail::fail(kOp, request.algo_origin, "'" + algo + "': cannot serve this problem: " + why);
   };
+  const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
+  ConvConfig cudnn;
+  cudnn.path = ConvPath::cudnn;
+  cudnn.algo = algo;
+  const std::string no_cudnn = why_not_cudnn(p, dev, budget, cudnn);
+  if (algo == "cudnn") {
+    if (!no_cudnn.empty()) cannot(no_cudnn);
+    cudnn.reason = "algo 'cudnn' requested";
+    return cudnn;
+  }
   if (algo == "reference") {
     return direct_config(p, dev, algo, "algo 'reference' forces the generic direct kernel");
   }
@@ -545,7 +693,6 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
                              "; small-o: " + no_small_o + ")");
   }
 
-  const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
   ConvConfig gemm;
   gemm.algo = algo;
   std::string no_1x1 = why_not_gemm_1x1(p, dev, budget, gemm);
@@ -572,21 +719,37 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     return gemm;
   }
 
-  // auto
-  if (no_depthwise.empty()) {
-    return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
+  // auto: the own path that fits, then cuDNN instead where it is faster.
+  const auto own_auto = [&]() -> ConvConfig {
+    if (no_depthwise.empty()) {
+      return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
+    }
+    if (no_small_o.empty()) {
+      return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel");
+    }
+    if (no_1x1.empty() || no_unfold.empty()) {
+      if (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1) return gemm;
+      (no_1x1.empty() ? no_1x1 : no_unfold) =
+          "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
+    }
+    return direct_config(
+        p, dev, algo,
+        "generic direct kernel (1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold + ")");
+  };
+  ConvConfig own = own_auto();
+  if (!request.cudnn_in_auto) return own;
+  if (!no_cudnn.empty()) {
+    own.reason += "; not cuDNN: " + no_cudnn;
+    return own;
   }
-  if (no_small_o.empty()) {
-    return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel");
+  if (!auto_prefers_cudnn(p, own)) {
+    own.reason += std::string("; not cuDNN: the own ") + path_name(own.path) +
+                  " path is as fast or faster here (docs/perf.md)";
+    return own;
   }
-  if (no_1x1.empty() || no_unfold.empty()) {
-    if (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1) return gemm;
-    (no_1x1.empty() ? no_1x1 : no_unfold) =
-        "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
-  }
-  return direct_config(
-      p, dev, algo,
-      "generic direct kernel (1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold + ")");
+  cudnn.reason = std::string("cuDNN: faster than the own ") + path_name(own.path) +
+                 " path here (docs/perf.md)";
+  return cudnn;
 }
 
 // ---- GEMM operands ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// Launcher of the depthwise kernel.
+// Launcher of the depthwise kernel: picks the instantiation of the variant depthwise_config chose
+// (window variants only at their own vector width; the generic one at 1, 2 or 4 channels).
 #include "cuda/common/cuda_check.h"
 #include "cuda/conv/conv_depthwise.cuh"
 #include "cuda/conv/conv_dispatch.cuh"
@@ -9,25 +10,46 @@ namespace gemmkit::cuda::conv_impl {
 void launch_conv_depthwise(const ConvGeometry& g, const DepthwiseTiling& t, int vector,
                            DType x_dtype, DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                            int64_t smem_bytes, cudaStream_t stream) {
-  const bool window = g.kernel[2] <= kDepthwiseMaxRegisterTaps && g.stride[2] == 1 &&
-                      g.kdil[2] == 1 && g.idil[2] == 1;
-  const dim3 block(static_cast<unsigned>(t.cvt), static_cast<unsigned>(t.spb));
+  const dim3 block(static_cast<unsigned>(t.cvt), static_cast<unsigned>(t.spb()));
   dispatch_types(x_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     using T = typename decltype(in_tag)::type;
     using TOut = typename decltype(out_tag)::type;
-    dispatch_vector<kDepthwiseMaxVector>(vector, [&](auto v) {
-      constexpr int kV = decltype(v)::value;
-      const auto run = [&](auto kernel) {
-        kernel<<<dim3(grid.x, grid.y, grid.z), block, static_cast<size_t>(smem_bytes), stream>>>(
-            g, t, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),
-            static_cast<const T*>(ptr.bias), static_cast<TOut*>(ptr.out));
-        GEMMKIT_CUDA_CHECK_LAUNCH();
-      };
-      if (window) {
-        run(conv_depthwise_kernel<T, TOut, kV, true>);
-      } else {
-        run(conv_depthwise_kernel<T, TOut, kV, false>);
+    const auto run = [&](auto kernel) {
+      kernel<<<dim3(grid.x, grid.y, grid.z), block, static_cast<size_t>(smem_bytes), stream>>>(
+          g, t, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),
+          static_cast<const T*>(ptr.bias), static_cast<TOut*>(ptr.out));
+      GEMMKIT_CUDA_CHECK_LAUNCH();
+    };
+    const auto expect_vector = [&](int want) {
+      if (vector != want) {
+        throw Error("gemmkit::conv: internal error: depthwise variant " +
+                    std::to_string(t.variant) + " with vector " + std::to_string(vector));
       }
+    };
+    constexpr int kNarrowV = static_cast<int>(16 / sizeof(T));
+    if (t.variant == kDepthwiseNarrow) {
+      expect_vector(kNarrowV);
+      if (g.stride[2] == 1) {
+        run(conv_depthwise_kernel<T, TOut, kNarrowV, kDepthwiseNarrowRun, kDepthwiseNarrowTaps, 1>);
+      } else {
+        run(conv_depthwise_kernel<T, TOut, kNarrowV, kDepthwiseNarrowRun, kDepthwiseNarrowTaps, 2>);
+      }
+      return;
+    }
+    if (t.variant == kDepthwiseWide) {
+      expect_vector(kDepthwiseWideVector);
+      if (g.stride[2] == 1) {
+        run(conv_depthwise_kernel<T, TOut, kDepthwiseWideVector, kDepthwiseWideRun,
+                                  kDepthwiseWideTaps, 1>);
+      } else {
+        run(conv_depthwise_kernel<T, TOut, kDepthwiseWideVector, kDepthwiseWideRun,
+                                  kDepthwiseWideTaps, 2>);
+      }
+      return;
+    }
+    dispatch_vector<kDepthwiseMaxGenericVector>(vector, [&](auto v) {
+      constexpr int kV = decltype(v)::value;
+      run(conv_depthwise_kernel<T, TOut, kV, kDepthwiseGenericRun, 0, 1>);
     });
   });
 }

@@ -5,24 +5,24 @@
 // padding / dilation holes skipped, then + bias[oc], then one rounding. That is the generic
 // direct kernel's order for c/groups == 1, so both paths give bitwise identical results.
 //
-// Contract: x and out have unit channel strides (other strides arbitrary, int64 offsets);
-// kV (<= kDepthwiseMaxVector) divides o, out's address and non-channel strides suit kV-element
-// stores, and t.x_vector only when m == 1 and x suits kV-element loads (depthwise_config
-// checks); dynamic shared memory = taps * t.cvt * kV floats. kWindow requires stride 1, kernel
-// dilation 1, input dilation 1 and kernel[2] <= kDepthwiseMaxRegisterTaps along the last dim.
-// Grid-stride over tiles on gridDim.x only.
-// Tiles (conv_geometry.h, DepthwiseTiling): thread (tx, ty) computes kV consecutive output
-// channels (tx fastest: a warp covers up to 32 * kV consecutive channels) x kDepthwiseTile
-// consecutive outputs along the last spatial dim:
-//   acc[kDepthwiseTile][kV]  (4 x 4 fp32 registers)
-// The tile's weights live in shared memory as fp32 [tap][cvt * kV] (flip applied while
-// staging); a thread reads kV of them as one vector per tap and uses them for all its outputs.
-// kWindow: per kernel row, the thread loads the kDepthwiseTile + kernel - 1 inputs of its window
-// once into registers (xw[kDepthwiseTile + kDepthwiseMaxRegisterTaps - 1][kV]) instead of
-// kDepthwiseTile * kernel loads; otherwise each (output, tap) pair loads its input (any stride
-// and dilation).
+// Contract: x and out have unit channel strides (other strides arbitrary, int64 offsets); kV
+// divides o, out's address and non-channel strides suit kV-element stores; x_vector only when
+// m == 1 and x suits kV-element loads (depthwise_config checks); dynamic shared memory = taps *
+// cvt * kV floats. Window variants (kMaxK > 0): m == 1, x_vector, and along the last dim stride
+// kS, no kernel or input dilation, kernel <= kMaxK. The grid is 1-D: block b takes tiles
+// [b * tiles_per_block, ...) of DepthwiseTiling (conv_geometry.h), so any count fits gridDim.x.
+//
+// Work of a thread: kV consecutive output channels (threadIdx.x: a warp reads a position's
+// channels as consecutive vectors) x kRun consecutive outputs of one output row:
+//   acc[kRun][kV]   (TILE_H, TILE_W, CHANNELS) = (1, 4, 8) narrow bf16, (1, 8, 4) wide
+// The block stages its channel tile's weights once (fp32, flip applied, [tap][piece][cvt][4]:
+// a warp's 16-byte reads are consecutive, conflict-free); per kernel row the thread holds that
+// row's weights in registers (wr[kMaxK][kV]) and streams the row's input window of
+// (kRun - 1) * kS + kernel columns once, each column feeding every output whose tap it is
+// (instead of kRun * kernel loads). A block's threads cover a 2-D tile of output rows x runs,
+// so the kernel-row overlap between output rows is served from L1, not re-read from L2.
 // When it wins: every depthwise / channel-multiplier layer (MobileNet, ConvNeXt, Mamba's causal
-// conv1d): it is memory-bound where GEMM formulations are not even applicable.
+// conv1d): memory-bound (3x3) or FMA-bound (7x7) where a GEMM formulation is not applicable.
 #pragma once
 
 #include "cuda/conv/conv_dtype.cuh"
@@ -49,22 +49,28 @@ __device__ __forceinline__ void depthwise_load_x(const T* p, bool x_vector, int6
   }
 }
 
-// kV consecutive fp32 weights from shared memory (aligned to kV * 4 bytes).
+// kV consecutive fp32 weights of thread tx at `tap` from the staged layout
+// [tap][kV / kP][cvt][kP] (kP = min(kV, 4): float4 pieces, a warp's reads consecutive).
 template <int kV>
-__device__ __forceinline__ void load_weights(const float* p, float (&wv)[kV]) {
-  if constexpr (kV == 4) {
-    const float4 w4 = *reinterpret_cast<const float4*>(p);
-    wv[0] = w4.x;
-    wv[1] = w4.y;
-    wv[2] = w4.z;
-    wv[3] = w4.w;
-  } else if constexpr (kV == 2) {
-    const float2 w2 = *reinterpret_cast<const float2*>(p);
-    wv[0] = w2.x;
-    wv[1] = w2.y;
-  } else {
+__device__ __forceinline__ void load_weights(const float* w_s, int tap, int cvt, int tx,
+                                             float (&wv)[kV]) {
+  constexpr int kP = kV < 4 ? kV : 4;
 #pragma unroll
-    for (int v = 0; v < kV; ++v) wv[v] = p[v];
+  for (int piece = 0; piece < kV / kP; ++piece) {
+    const float* p = w_s + ((tap * (kV / kP) + piece) * cvt + tx) * kP;
+    if constexpr (kP == 4) {
+      const float4 w4 = *reinterpret_cast<const float4*>(p);
+      wv[piece * 4 + 0] = w4.x;
+      wv[piece * 4 + 1] = w4.y;
+      wv[piece * 4 + 2] = w4.z;
+      wv[piece * 4 + 3] = w4.w;
+    } else if constexpr (kP == 2) {
+      const float2 w2 = *reinterpret_cast<const float2*>(p);
+      wv[0] = w2.x;
+      wv[1] = w2.y;
+    } else {
+      wv[0] = p[0];
+    }
   }
 }
 
@@ -82,110 +88,120 @@ __device__ __forceinline__ void store_vector(TOut* p, const float (&values)[kV])
   }
 }
 
-template <typename T, typename TOut, int kV, bool kWindow>
+// Stages the weights of channel tile `channel_tile` (cvt * kV output channels) as fp32
+// [tap][kV / kP][cvt][kP], taps in window order (flip applied), zeros past o. 32-bit index
+// math: taps * cvt * kV <= 12288 floats (48 KiB).
+template <typename T, int kV>
+__device__ __forceinline__ void stage_depthwise_weights(const ConvGeometry& g, int cvt,
+                                                        int64_t channel_tile, const T* w,
+                                                        float* w_s) {
+  constexpr int kP = kV < 4 ? kV : 4;
+  const int width = cvt * kV;
+  const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
+  const int kernel_rows = static_cast<int>(g.kernel[0]) * k1;
+  const int threads = static_cast<int>(blockDim.x * blockDim.y);
+  const int64_t c0 = channel_tile * width;
+  for (int i = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x); i < kernel_rows * width;
+       i += threads) {
+    const int row = i / width;
+    const int lc = i - row * width;  // channel in the tile: thread lc / kV, element lc % kV
+    const int t0 = row / k1;
+    const int t1 = row - t0 * k1;
+    const int tx = lc / kV;
+    const int v = lc - tx * kV;
+    const int64_t oc = c0 + lc;
+    const T* w_row = w + oc * g.w_stride[0] + weight_tap(g, 0, t0) * g.w_stride[1] +
+                     weight_tap(g, 1, t1) * g.w_stride[2];
+    for (int t2 = 0; t2 < k2; ++t2) {
+      const int tap = row * k2 + t2;
+      const float value = oc < g.o ? to_float(w_row[weight_tap(g, 2, t2) * g.w_stride[3]]) : 0.0f;
+      w_s[((tap * (kV / kP) + v / kP) * cvt + tx) * kP + v % kP] = value;
+    }
+  }
+}
+
+// kMaxK == 0: the generic variant (any stride / dilation along the last dim, per-tap loads);
+// else the window variant for last-dim stride kS and kernels up to kMaxK wide.
+template <typename T, typename TOut, int kV, int kRun, int kMaxK, int kS>
 __global__ void __launch_bounds__(256, 2)
     conv_depthwise_kernel(const ConvGeometry g, const DepthwiseTiling t, const T* __restrict__ x,
                           const T* __restrict__ w, const T* __restrict__ bias,
                           TOut* __restrict__ out) {
-  extern __shared__ float depthwise_weights[];  // [tap][t.cvt * kV], window-tap order
-  constexpr int kTile = kDepthwiseTile;
-  constexpr int kRegTaps = kDepthwiseMaxRegisterTaps;
-  const int64_t taps = g.kernel_positions();
-  const int64_t width = t.cvt * kV;  // channels per tile
-  const int64_t tiles = t.channel_tiles * t.strip_tiles;
-  const int64_t thread = threadIdx.y * blockDim.x + threadIdx.x;
-  const int64_t threads = blockDim.x * blockDim.y;
-  const int64_t k2 = g.kernel[2];
+  extern __shared__ float4 depthwise_smem[];
+  float* w_s = reinterpret_cast<float*>(depthwise_smem);
+  const int tx = static_cast<int>(threadIdx.x);
+  const int cvt = static_cast<int>(t.cvt);
+  const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * t.tiles_per_block;
+  const int64_t last =
+      first + t.tiles_per_block < t.tiles() ? first + t.tiles_per_block : t.tiles();
   int64_t staged = -1;  // channel tile whose weights are in shared memory
-  for (int64_t iteration = 0;; ++iteration) {
-    const int64_t tile = grid_stride_index(blockIdx.x, 0, iteration, gridDim.x, 1);
-    if (tile >= tiles) break;  // uniform over the block
-    const int64_t channel_tile = div_nonneg(tile, t.strip_tiles);
-    if (channel_tile != staged) {
-      __syncthreads();  // the previous tile's readers are done
-      const int64_t c0 = channel_tile * width;
-      for (int64_t i = thread; i < taps * width; i += threads) {
-        const int64_t tap = div_nonneg(i, width);
-        const int64_t oc = c0 + (i - tap * width);
-        float value = 0.0f;
-        if (oc < g.o) {
-          const Tap k = decode_tap(g, tap);
-          value = to_float(w[oc * g.w_stride[0] + weight_tap(g, 0, k.d[0]) * g.w_stride[1] +
-                             weight_tap(g, 1, k.d[1]) * g.w_stride[2] +
-                             weight_tap(g, 2, k.d[2]) * g.w_stride[3]]);
-        }
-        depthwise_weights[i] = value;
-      }
+  for (int64_t tile = first; tile < last; ++tile) {
+    const DepthwiseItem item = depthwise_item(g, t, tile, tx, threadIdx.y);
+    if (item.channel_tile != staged) {  // uniform over the block
+      __syncthreads();                  // the previous tile's readers are done
+      stage_depthwise_weights<T, kV>(g, cvt, item.channel_tile, w, w_s);
       __syncthreads();
-      staged = channel_tile;
+      staged = item.channel_tile;
     }
-    const DepthwiseItem item = depthwise_item(t, tile, threadIdx.x, threadIdx.y);
     if (!item.valid) continue;
 
     const int64_t oc0 = item.channel_vector * kV;
-    const int64_t row = div_nonneg(item.strip, t.strips_per_row);
-    const int64_t ow0 = (item.strip - row * t.strips_per_row) * kTile;
-    const int64_t q1 = div_nonneg(row, g.out[1]);
-    const int64_t od1 = row - q1 * g.out[1];
-    const int64_t n = div_nonneg(q1, g.out[0]);
-    const int64_t od0 = q1 - n * g.out[0];
-    const float* w_lane = depthwise_weights + threadIdx.x * kV;  // (tap, v) at [tap * width + v]
-
-    float acc[kTile][kV];
+    float acc[kRun][kV];
 #pragma unroll
-    for (int j = 0; j < kTile; ++j) {
+    for (int j = 0; j < kRun; ++j) {
 #pragma unroll
       for (int v = 0; v < kV; ++v) acc[j][v] = 0.0f;
     }
-    const T* x_n = x + n * g.x_stride[0];
-    for (int64_t t0 = 0; t0 < g.kernel[0]; ++t0) {
+    const T* x_n = x + item.n * g.x_stride[0];
+    const int64_t xs3 = g.x_stride[3];
+    for (int t0 = 0; t0 < static_cast<int>(g.kernel[0]); ++t0) {
       int64_t i0;
-      if (!tap_source(g, 0, od0, t0, i0)) continue;
-      for (int64_t t1 = 0; t1 < g.kernel[1]; ++t1) {
+      if (!tap_source(g, 0, item.d0, t0, i0)) continue;
+      for (int t1 = 0; t1 < k1; ++t1) {
         int64_t i1;
-        if (!tap_source(g, 1, od1, t1, i1)) continue;
+        if (!tap_source(g, 1, item.d1, t1, i1)) continue;
         const T* x_row = x_n + i0 * g.x_stride[1] + i1 * g.x_stride[2];
-        const float* w_row = w_lane + (t0 * g.kernel[1] + t1) * k2 * width;
-        if constexpr (kWindow) {
-          // Stride 1, no dilation along the last dim: window position u reads input column
-          // ow0 - pad + u once and feeds output j at tap u - j.
-          const int64_t base = ow0 - g.pad_lo[2];
-          float xw[kTile + kRegTaps - 1][kV];
-          unsigned valid = 0;  // bit u: window position u is a real input element
+        const int tap_row = (t0 * k1 + t1) * k2;
+        if constexpr (kMaxK > 0) {
+          // Window: input column q0 + u feeds output j at tap u - j * kS; per output, u
+          // ascending is tap ascending, so each accumulator sees the taps in row-major order.
+          float wr[kMaxK][kV];
 #pragma unroll
-          for (int u = 0; u < kTile + kRegTaps - 1; ++u) {
-            const int64_t q = base + u;
-            if (u < kTile + k2 - 1 && q >= 0 && q < g.in[2]) {
-              depthwise_load_x<T, kV>(x_row + q * g.x_stride[3], t.x_vector, oc0, g.opg, xw[u]);
-              valid |= 1u << u;
-            } else {
-#pragma unroll
-              for (int v = 0; v < kV; ++v) xw[u][v] = 0.0f;
-            }
+          for (int t2 = 0; t2 < kMaxK; ++t2) {
+            if (t2 < k2) load_weights<kV>(w_s, tap_row + t2, cvt, tx, wr[t2]);
           }
+          constexpr int kSpan = (kRun - 1) * kS + kMaxK;
+          const int span = (kRun - 1) * kS + k2;
+          const int64_t q0 = item.ow0 * kS - g.pad_lo[2];
+          const T* x_q0 = x_row + q0 * xs3 + oc0;
 #pragma unroll
-          for (int t2 = 0; t2 < kRegTaps; ++t2) {
-            if (t2 >= k2) break;
-            float wv[kV];
-            load_weights<kV>(w_row + t2 * width, wv);
+          for (int u = 0; u < kSpan; ++u) {
+            const int64_t q = q0 + u;
+            if (u >= span || q < 0 || q >= g.in[2]) continue;  // padding: skipped
+            const Vec<T, kV> raw = *reinterpret_cast<const Vec<T, kV>*>(x_q0 + u * xs3);
+            float xv[kV];
 #pragma unroll
-            for (int j = 0; j < kTile; ++j) {
-              if ((valid >> (j + t2)) & 1u) {
+            for (int v = 0; v < kV; ++v) xv[v] = to_float(raw.v[v]);
 #pragma unroll
-                for (int v = 0; v < kV; ++v) acc[j][v] = fmaf(xw[j + t2][v], wv[v], acc[j][v]);
-              }
+            for (int j = 0; j < kRun; ++j) {
+              constexpr int kNone = -1;
+              const int t2 = u - j * kS >= 0 && u - j * kS < kMaxK ? u - j * kS : kNone;
+              if (t2 == kNone || t2 >= k2) continue;
+#pragma unroll
+              for (int v = 0; v < kV; ++v) acc[j][v] = fmaf(xv[v], wr[t2][v], acc[j][v]);
             }
           }
         } else {
-          for (int64_t t2 = 0; t2 < k2; ++t2) {
+          for (int t2 = 0; t2 < k2; ++t2) {
             float wv[kV];
-            load_weights<kV>(w_row + t2 * width, wv);
+            load_weights<kV>(w_s, tap_row + t2, cvt, tx, wv);
 #pragma unroll
-            for (int j = 0; j < kTile; ++j) {
+            for (int j = 0; j < kRun; ++j) {
               int64_t i2;
-              if (!tap_source(g, 2, ow0 + j, t2, i2)) continue;
+              if (!tap_source(g, 2, item.ow0 + j, t2, i2)) continue;
               float xv[kV];
-              depthwise_load_x<T, kV>(x_row + i2 * g.x_stride[3], t.x_vector, oc0, g.opg, xv);
+              depthwise_load_x<T, kV>(x_row + i2 * xs3, t.x_vector, oc0, g.opg, xv);
 #pragma unroll
               for (int v = 0; v < kV; ++v) acc[j][v] = fmaf(xv[v], wv[v], acc[j][v]);
             }
@@ -196,16 +212,18 @@ __global__ void __launch_bounds__(256, 2)
 
     float b[kV];
 #pragma unroll
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < kV; ++v) {
       b[v] = g.has_bias ? to_float(bias[(oc0 + v) * g.bias_stride]) : 0.0f;
-    TOut* out_row = out + n * g.out_stride[0] + od0 * g.out_stride[1] + od1 * g.out_stride[2] + oc0;
+    }
+    TOut* out_row = out + item.n * g.out_stride[0] + item.d0 * g.out_stride[1] +
+                    item.d1 * g.out_stride[2] + oc0;
 #pragma unroll
-    for (int j = 0; j < kTile; ++j) {
-      if (ow0 + j >= g.out[2]) break;
+    for (int j = 0; j < kRun; ++j) {
+      if (item.ow0 + j >= g.out[2]) break;
       float values[kV];
 #pragma unroll
       for (int v = 0; v < kV; ++v) values[v] = g.has_bias ? acc[j][v] + b[v] : acc[j][v];
-      store_vector<TOut, kV>(out_row + (ow0 + j) * g.out_stride[3], values);
+      store_vector<TOut, kV>(out_row + (item.ow0 + j) * g.out_stride[3], values);
     }
   }
 }

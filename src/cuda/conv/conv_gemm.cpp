@@ -275,6 +275,11 @@ int chunk_alignment(const void* base, int64_t chunk_step_bytes) {
 
 }  // namespace
 
+bool with_conv_workspace(int device, int64_t bytes, cudaStream_t stream, std::string& why,
+                         const std::function<void(void*)>& work) {
+  return with_workspace(device, bytes, stream, why, work);
+}
+
 bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const ConvConfig& c,
                    int device, cudaStream_t stream, std::string& why) {
   const int64_t positions = p.out_positions();

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 
 #include "common/problems.h"
@@ -17,5 +18,12 @@ namespace gemmkit::cuda::conv_impl {
 // or the workspace cannot be allocated; `why` then says which. Other failures throw Error.
 bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const ConvConfig& c,
                    int device, cudaStream_t stream, std::string& why);
+
+// Runs work(pointer) with `bytes` of device workspace usable in stream order on `stream`: the
+// cached per-device buffer of the GEMM paths (taken in turn, grow-only), or inside a stream
+// capture an allocation of the graph's own. Returns false, having run nothing, when the memory
+// cannot be allocated (`why` says so). Used by the cuDNN path too (conv_cudnn.cpp).
+bool with_conv_workspace(int device, int64_t bytes, cudaStream_t stream, std::string& why,
+                         const std::function<void(void*)>& work);
 
 }  // namespace gemmkit::cuda::conv_impl

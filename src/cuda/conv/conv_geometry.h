@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "common/problems.h"
 
@@ -232,57 +233,114 @@ GEMMKIT_CONV_HD bool unfold_source(const ConvGeometry& g, int64_t row0, int64_t 
 
 // ---- Depthwise tiling --------------------------------------------------------------------------
 
-// Depthwise kernel work decomposition. A "strip" is kDepthwiseTile consecutive outputs along the
-// last spatial dim of one (n, out[0], out[1]) row; a "channel vector" is `vector` consecutive
-// output channels. A block (blockDim = (cvt, spb)) takes tiles of cvt channel vectors x spb
-// strips, tile index = channel_tile * strip_tiles + strip_tile, tiles grid-strided over
-// gridDim.x; thread (tx, ty) of tile (ct, st) computes channel vector ct * cvt + tx of strip
-// st * spb + ty (when both exist).
-constexpr int kDepthwiseTile = 4;
-// Kernels up to this wide (last spatial dim) keep one kernel row of weights in registers.
-constexpr int kDepthwiseMaxRegisterTaps = 8;
-// Output channels per depthwise thread, at most (acc[kDepthwiseTile][4] and a kernel row of
-// weights wr[kDepthwiseMaxRegisterTaps][4] stay in registers).
-constexpr int kDepthwiseMaxVector = 4;
+// Depthwise kernel work decomposition (conv_depthwise.cuh). A thread computes `vector` consecutive
+// output channels (a "channel vector") x `run` consecutive outputs along the last spatial dim of
+// one output row (n, out[0], out[1]). A block is blockDim = (cvt, rows_per_block *
+// runs_per_block): cvt channel vectors (threadIdx.x, the fast axis: a warp reads consecutive
+// channels of a position) x a 2-D spatial tile of rows_per_block output rows x runs_per_block
+// runs, so the input rows of neighbouring outputs, kernel rows apart, are read by the same block
+// (L1 hits) rather than by different SMs.
+// Tiles are numbered channel-tile-major: tile = channel_tile * spatial_tiles + spatial_tile,
+// spatial_tile = (plane * row_tiles + row_tile) * col_tiles + col_tile, plane = n * out[0] + d0.
+// Block b takes the contiguous tiles [b * tiles_per_block, (b + 1) * tiles_per_block): its
+// channel tile (whose weights it stages in shared memory) changes at most once per
+// spatial_tiles tiles, and every grid fits gridDim.x alone.
+// Kernel variants (`variant`):
+//   kDepthwiseGeneric  any stride / dilation / multiplier; per-(output, tap) loads
+//   kDepthwiseNarrow   last dim: stride 1 or 2, no dilation, kernel <= 4 (3x3, causal conv1d)
+//   kDepthwiseWide     last dim: stride 1 or 2, no dilation, kernel <= 8 (5x5, 7x7)
+// The window variants need multiplier 1 and x suited to `vector`-element loads; they keep one
+// kernel row of weights in registers and stream the row's input window once.
+constexpr int kDepthwiseGeneric = 0;
+constexpr int kDepthwiseNarrow = 1;
+constexpr int kDepthwiseWide = 2;
+// Outputs per thread along the last dim: (variant) -> run.
+constexpr int kDepthwiseGenericRun = 4;
+constexpr int kDepthwiseNarrowRun = 4;
+constexpr int kDepthwiseWideRun = 8;
+// Largest kernel width (last dim) of the window variants.
+constexpr int kDepthwiseNarrowTaps = 4;
+constexpr int kDepthwiseWideTaps = 8;
+// Channels per thread of the wide variant (its accumulators acc[8][4] and weights wr[8][4] stay
+// in registers); the narrow one takes 16 bytes of x (8 16-bit or 4 f32 channels); the generic
+// one at most this.
+constexpr int kDepthwiseWideVector = 4;
+constexpr int kDepthwiseMaxGenericVector = 4;
+// Channel vectors per block, at most.
+constexpr int kDepthwiseMaxCvt = 16;
 
 struct DepthwiseTiling {
-  int64_t cvt = 1;              // channel vectors per tile (blockDim.x)
-  int64_t spb = 1;              // strips per tile (blockDim.y)
-  int64_t channel_vectors = 1;  // o / vector
-  int64_t channel_tiles = 1;
-  int64_t strips_per_row = 1;  // ceil(out[2] / kDepthwiseTile)
-  int64_t strips = 1;          // batch * out[0] * out[1] * strips_per_row
-  int64_t strip_tiles = 1;
+  int variant = kDepthwiseGeneric;
+  int run = kDepthwiseGenericRun;  // outputs per thread along the last dim
+  int64_t cvt = 1;                 // channel vectors per block (blockDim.x)
+  int64_t rows_per_block = 1;      // output rows of a block's spatial tile
+  int64_t runs_per_block = 1;      // runs per output row of a block's spatial tile
+  int64_t channel_vectors = 1;     // o / vector
+  int64_t channel_tiles = 1;       // ceil(channel_vectors / cvt)
+  int64_t runs_per_row = 1;        // ceil(out[2] / run)
+  int64_t row_tiles = 1;           // ceil(out[1] / rows_per_block)
+  int64_t col_tiles = 1;           // ceil(runs_per_row / runs_per_block)
+  int64_t spatial_tiles = 1;       // batch * out[0] * row_tiles * col_tiles
+  int64_t tiles_per_block = 1;
   bool x_vector = false;  // x read as vectors (multiplier 1 and aligned), else per channel
-  int64_t tiles() const { return channel_tiles * strip_tiles; }
+  GEMMKIT_CONV_HD int64_t spb() const { return rows_per_block * runs_per_block; }  // blockDim.y
+  GEMMKIT_CONV_HD int64_t tiles() const { return channel_tiles * spatial_tiles; }
 };
 
+// What thread (tx, ty) computes in tile `tile`: channel vector, output row (n, d0, d1) and the
+// first output `ow0` of its run; `valid` is false for threads past an edge.
 struct DepthwiseItem {
-  int64_t channel_vector = 0, strip = 0;
+  int64_t channel_tile = 0, channel_vector = 0;
+  int64_t n = 0, d0 = 0, d1 = 0, ow0 = 0;
   bool valid = false;
 };
 
-GEMMKIT_CONV_HD DepthwiseItem depthwise_item(const DepthwiseTiling& t, int64_t tile, int64_t tx,
-                                             int64_t ty) {
+GEMMKIT_CONV_HD DepthwiseItem depthwise_item(const ConvGeometry& g, const DepthwiseTiling& t,
+                                             int64_t tile, int64_t tx, int64_t ty) {
   DepthwiseItem item;
-  const int64_t channel_tile = div_nonneg(tile, t.strip_tiles);
-  const int64_t strip_tile = tile - channel_tile * t.strip_tiles;
-  item.channel_vector = channel_tile * t.cvt + tx;
-  item.strip = strip_tile * t.spb + ty;
-  item.valid = item.channel_vector < t.channel_vectors && item.strip < t.strips;
+  item.channel_tile = div_nonneg(tile, t.spatial_tiles);
+  int64_t rest = tile - item.channel_tile * t.spatial_tiles;
+  const int64_t q = div_nonneg(rest, t.col_tiles);
+  const int64_t col_tile = rest - q * t.col_tiles;
+  const int64_t plane = div_nonneg(q, t.row_tiles);
+  const int64_t row_tile = q - plane * t.row_tiles;
+  item.n = div_nonneg(plane, g.out[0]);
+  item.d0 = plane - item.n * g.out[0];
+  const int64_t r = div_nonneg(ty, t.runs_per_block);
+  item.d1 = row_tile * t.rows_per_block + r;
+  const int64_t run = col_tile * t.runs_per_block + (ty - r * t.runs_per_block);
+  item.ow0 = run * t.run;
+  item.channel_vector = item.channel_tile * t.cvt + tx;
+  item.valid =
+      item.channel_vector < t.channel_vectors && item.d1 < g.out[1] && run < t.runs_per_row;
   return item;
 }
 
 // ---- Small-o tiling ---------------------------------------------------------------------------
 
-// Small-o kernel work decomposition: a "strip" is kSmallOPositions consecutive outputs along the
-// last spatial dim of one (n, out[0], out[1]) row; `lanes` = 2^lanes_log2 consecutive lanes of a
-// warp share one strip (each reducing every lanes-th channel vector); a block of `block` threads
-// holds block / lanes strips per grid-stride iteration.
+// Small-o kernels (conv_small_o.cuh).
+// CUDA-core kernel: a "strip" is kSmallOPositions consecutive outputs along the last spatial dim
+// of one (n, out[0], out[1]) row; `lanes` = 2^lanes_log2 consecutive lanes of a warp share one
+// strip (each reducing every lanes-th channel vector); a block of `block` threads holds
+// block / lanes strips per grid-stride iteration.
+// Tensor-core kernel (`mma`): a block owns an output tile of tile_h x tile_w positions of one
+// plane (n, d0); its input region (tile + kernel - 1 per dim, region_h x region_w positions)
+// is multiplied by every tap's weights at once, P[r][tap * o + oc] = sum_ci x[r][ci] *
+// w[oc][tap][ci] (an implicit GEMM with M = region positions, N = taps * o, K = c), into shared
+// memory; each output then sums the P entries of its valid taps. Tiles are numbered
+// (plane * row_tiles + row_tile) * col_tiles + col_tile; block b takes tiles
+// [b * tiles_per_block, (b + 1) * tiles_per_block).
 constexpr int kSmallOPositions = 4;
-// Largest o the small-o kernel serves (its accumulators are acc[kSmallOPositions][kO], kO = 4
-// for o <= 4, else this).
+// Largest o the small-o kernels serve (the CUDA-core kernel's accumulators are
+// acc[kSmallOPositions][kO], kO = 4 for o <= 4, else this).
 constexpr int kSmallOMaxO = 8;
+// Tensor-core kernel: threads per block, channels per K chunk (two m16n8k16 steps), bytes of
+// one chunk of weights for one n-tile of 8 columns.
+constexpr int kSmallOMmaThreads = 256;
+constexpr int kSmallOMmaChunk = 32;
+constexpr int kSmallOMmaChunkBytes = 8 * kSmallOMmaChunk * 2;
+// Region positions per block: a multiple of 2 M-tiles of 16 per warp (8 warps) when it fits.
+constexpr int kSmallOMmaMaxRegion = 256;
 
 struct SmallOTiling {
   int lanes_log2 = 0;
@@ -290,7 +348,108 @@ struct SmallOTiling {
   int64_t strips_per_row = 1;   // ceil(out[2] / kSmallOPositions)
   int64_t strips = 1;           // batch * out[0] * out[1] * strips_per_row
   int64_t strips_per_block = 1;
+  // Tensor-core kernel.
+  bool mma = false;
+  int64_t tile_h = 1, tile_w = 1;      // output positions of a block's tile
+  int64_t region_h = 1, region_w = 1;  // its input region
+  int64_t n_cols = 1;                  // taps * o: columns of P
+  int64_t n_tiles = 1;                 // ceil(n_cols / 8)
+  int64_t p_stride = 32;               // floats per region position in P (multiple of 32)
+  int64_t chunks = 1;                  // ceil(c / kSmallOMmaChunk)
+  int64_t row_tiles = 1, col_tiles = 1;
+  int64_t tiles = 1;  // batch * out[0] * row_tiles * col_tiles
+  int64_t tiles_per_block = 1;
+  int64_t weight_bytes = 0;  // n_tiles * chunks * kSmallOMmaChunkBytes
+  GEMMKIT_CONV_HD int64_t region() const { return region_h * region_w; }
 };
+
+// Column of P entry (position r, column n) in shared memory: n XOR-swizzled within its block of
+// 32 by r % 4, so that the 8 rows x 4 column pairs of an MMA accumulator fragment hit 32
+// different banks when stored.
+GEMMKIT_CONV_HD int64_t small_o_p_index(const SmallOTiling& t, int64_t r, int64_t n) {
+  return r * t.p_stride + (n ^ ((r & 3) << 3));
+}
+
+// The output tile of tensor-core tile `tile`: plane (n, d0) and first output row / column.
+struct SmallOTile {
+  int64_t n = 0, d0 = 0, oh0 = 0, ow0 = 0;
+};
+
+GEMMKIT_CONV_HD SmallOTile small_o_tile(const ConvGeometry& g, const SmallOTiling& t,
+                                        int64_t tile) {
+  SmallOTile s;
+  const int64_t q = div_nonneg(tile, t.col_tiles);
+  s.ow0 = (tile - q * t.col_tiles) * t.tile_w;
+  const int64_t plane = div_nonneg(q, t.row_tiles);
+  s.oh0 = (q - plane * t.row_tiles) * t.tile_h;
+  s.n = div_nonneg(plane, g.out[0]);
+  s.d0 = plane - s.n * g.out[0];
+  return s;
+}
+
+// Spatial layout and grid of a depthwise tiling whose variant, run, cvt and channel_vectors are
+// set: the block's spatial tile takes as many runs of a row as fit the thread budget (whole rows
+// when they fit: no halo along the last dim), then as many rows as fit; the budget halves (256
+// -> 128 -> 64 threads) while the problem would give fewer than 2 blocks per multiprocessor.
+// Then tiles_per_block so that the grid stays within `max_blocks`. Returns gridDim.x.
+inline int64_t depthwise_layout(const ConvGeometry& g, int64_t multiprocessors, int64_t max_blocks,
+                                DepthwiseTiling& t) {
+  t.channel_tiles = ceil_div(t.channel_vectors, t.cvt);
+  t.runs_per_row = ceil_div(g.out[2], t.run);
+  const int64_t planes = g.batch * g.out[0];
+  for (int64_t budget = 256;; budget /= 2) {
+    const int64_t spatial = std::max<int64_t>(1, budget / t.cvt);
+    t.runs_per_block = std::min(t.runs_per_row, spatial);
+    t.rows_per_block = std::max<int64_t>(1, std::min(g.out[1], spatial / t.runs_per_block));
+    t.row_tiles = ceil_div(g.out[1], t.rows_per_block);
+    t.col_tiles = ceil_div(t.runs_per_row, t.runs_per_block);
+    t.spatial_tiles = planes * t.row_tiles * t.col_tiles;
+    if (budget <= 64 || t.tiles() >= 2 * multiprocessors) break;
+  }
+  const int64_t cap = std::max<int64_t>(1, std::min(max_blocks, kMaxGridX));
+  t.tiles_per_block = ceil_div(t.tiles(), cap);
+  return ceil_div(t.tiles(), t.tiles_per_block);
+}
+
+// Plans the tensor-core small-o kernel for `g` (16-bit x read as 8-channel vectors: the caller
+// checks dtype, c % 8 and alignment) within `max_smem` bytes of shared memory. Needs a kernel of
+// one tap along dim 0 and stride 1, no dilations along dims 1 and 2. Fills `t` (mma = true) and
+// returns "" , or returns why not. Region shapes, largest first (why: 256 positions = 2 M-tiles
+// of 16 for each of the 8 warps; wide before tall because rows are contiguous in memory):
+//   2-D (region_h, region_w): (16, 16), (8, 16), (8, 8), (4, 8); 1-D: (1, 256) ... (1, 32).
+inline std::string plan_small_o_mma(const ConvGeometry& g, int64_t max_smem, SmallOTiling& t) {
+  if (g.kernel[0] != 1) return "3-D kernel";
+  for (int d = 1; d < kDims; ++d) {
+    if (g.stride[d] != 1 || g.kdil[d] != 1 || g.idil[d] != 1) {
+      return "a stride or dilation of the last two spatial dims is not 1";
+    }
+  }
+  const int64_t taps = g.kernel_positions();
+  t.n_cols = taps * g.o;
+  t.n_tiles = ceil_div(t.n_cols, 8);
+  t.p_stride = ceil_div(t.n_cols, 32) * 32;
+  t.chunks = ceil_div(g.c, kSmallOMmaChunk);
+  t.weight_bytes = t.n_tiles * t.chunks * kSmallOMmaChunkBytes;
+  const bool one_d = g.out[1] == 1 && g.kernel[1] == 1;
+  for (int64_t region = kSmallOMmaMaxRegion; region >= 32; region /= 2) {
+    const int64_t w = one_d ? region : (region >= 128 ? 16 : 8);
+    const int64_t h = region / w;
+    if (h < g.kernel[1] || w < g.kernel[2]) continue;
+    if (t.weight_bytes + region * t.p_stride * 4 > max_smem) continue;
+    t.mma = true;
+    t.region_h = h;
+    t.region_w = w;
+    t.tile_h = h - g.kernel[1] + 1;
+    t.tile_w = w - g.kernel[2] + 1;
+    t.row_tiles = ceil_div(g.out[1], t.tile_h);
+    t.col_tiles = ceil_div(g.out[2], t.tile_w);
+    t.tiles = g.batch * g.out[0] * t.row_tiles * t.col_tiles;
+    return "";
+  }
+  return "the weights (" + std::to_string(t.weight_bytes) +
+         " bytes as MMA fragments) and a region of per-tap products do not fit in " +
+         std::to_string(max_smem / 1024) + " KiB of shared memory";
+}
 
 // ---- Layout helpers (host) ------------------------------------------------------------------
 

@@ -1,4 +1,7 @@
-// Launcher of the small-o kernel.
+// Launcher of the small-o kernels: the tensor-core one when small_o_config planned it, else the
+// CUDA-core one.
+#include <type_traits>
+
 #include "cuda/common/cuda_check.h"
 #include "cuda/conv/conv_dispatch.cuh"
 #include "cuda/conv/conv_launch.h"
@@ -12,6 +15,18 @@ void launch_conv_small_o(const ConvGeometry& g, const SmallOTiling& t, int vecto
   dispatch_types(x_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     using T = typename decltype(in_tag)::type;
     using TOut = typename decltype(out_tag)::type;
+    if (t.mma) {
+      if constexpr (std::is_same_v<T, float>) {
+        throw Error("gemmkit::conv: internal error: tensor-core small-o kernel with f32 x");
+      } else {
+        conv_small_o_mma_kernel<T, TOut>
+            <<<dim3(grid.x, grid.y, grid.z), block, static_cast<size_t>(smem_bytes), stream>>>(
+                g, t, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),
+                static_cast<const T*>(ptr.bias), static_cast<TOut*>(ptr.out));
+        GEMMKIT_CUDA_CHECK_LAUNCH();
+      }
+      return;
+    }
     dispatch_vector<static_cast<int>(16 / sizeof(T))>(vector, [&](auto v) {
       constexpr int kV = decltype(v)::value;
       const auto run = [&](auto kernel) {

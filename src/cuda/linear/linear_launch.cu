@@ -171,7 +171,10 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
 
+// cuBLASLt's scratch (the size the benchmark's cuBLASLt peer uses, so both get the same
+// heuristic choice), followed by room for a bias widened to f32 (m up to 4 Mi).
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+constexpr std::size_t kWidenedBiasBytes = std::size_t{16} << 20;
 
 // Per device: cuBLASLt's workspace (the handle comes from cuda/common/cublaslt.h).
 void* cublas_workspace(int device) {
@@ -179,7 +182,9 @@ void* cublas_workspace(int device) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   void*& slot = workspaces[static_cast<std::size_t>(device)];
-  if (slot == nullptr) GEMMKIT_CUDA_CHECK(cudaMalloc(&slot, kCublasWorkspaceBytes));
+  if (slot == nullptr) {
+    GEMMKIT_CUDA_CHECK(cudaMalloc(&slot, kCublasWorkspaceBytes + kWidenedBiasBytes));
+  }
   return slot;
 }
 
@@ -232,8 +237,8 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
     if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
       // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
       float* widened =
-          reinterpret_cast<float*>(static_cast<char*>(workspace) + kCublasWorkspaceBytes / 2);
-      if (p.m * 4 > static_cast<int64_t>(kCublasWorkspaceBytes / 2)) return false;
+          reinterpret_cast<float*>(static_cast<char*>(workspace) + kCublasWorkspaceBytes);
+      if (p.m * 4 > static_cast<int64_t>(kWidenedBiasBytes)) return false;
       widen_bias_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024)), 256,
                           0, stream>>>(static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened,
                                        p.m);
@@ -253,7 +258,7 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
   GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
                                                     static_cast<uint64_t>(p.n), p.out.strides[0]));
   GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const uint64_t workspace_bytes = kCublasWorkspaceBytes / 2;
+  const uint64_t workspace_bytes = kCublasWorkspaceBytes;
   GEMMKIT_CUBLASLT_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes, sizeof(workspace_bytes)));

@@ -1,0 +1,613 @@
+// The cuDNN path of the CUDA convolution (contract in conv_cudnn.h): a per-device cuDNN handle,
+// a plan cache keyed by everything a plan depends on, engine choice by timing, and the call.
+//
+// Handle: one per device, created on first use; cudnnSetStream + cudnnBackendExecute (and the
+// timing of candidates) run under the handle's mutex, since the stream is state of the handle.
+// Plans: keyed by device, geometry, dims, strides, dtypes, pointer alignments and the workspace
+// left for the engine. The first call of a key outside stream capture builds up to
+// kMaxCandidates plans from cuDNN's heuristic (mode A, else the fallback list), times each on
+// the caller's stream and keeps the fastest; under capture (no timing possible) it takes the
+// heuristic's first buildable engine and leaves the key to be timed by a later eager call.
+// Plans that ran are kept for the process: a captured CUDA graph may still launch their kernels.
+// Workspace: the conv workspace of the GEMM paths (with_conv_workspace), laid out as
+// [f32 scratch of the bias pass | cuDNN's workspace]; engines needing more than the budget left
+// are skipped.
+#include "cuda/conv/conv_cudnn.h"
+
+#ifdef GEMMKIT_WITH_CUDNN
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "api/validate.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/conv/conv_gemm.h"
+#include "cuda/conv/conv_launch.h"
+#endif
+
+namespace gemmkit::cuda::conv_impl {
+
+#ifndef GEMMKIT_WITH_CUDNN
+
+namespace {
+constexpr const char* kNotBuilt = "cuDNN not built (configure found no cuDNN)";
+}  // namespace
+
+std::string cudnn_unavailable_reason() {
+  return kNotBuilt;
+}
+
+bool run_cudnn_path(const detail::ConvProblem&, const ConvConfig&, int, cudaStream_t,
+                    std::string& why, std::string&) {
+  why = kNotBuilt;
+  return false;
+}
+
+#else
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+constexpr int kMaxCandidates = 8;  // engine configurations built and timed per shape
+constexpr int kTuneRuns = 3;       // timed runs per candidate, after one warm-up
+constexpr int kMaxNotes = 32;      // more than cuDNN 9 defines
+// Alignment told to cuDNN: the largest any engine asks about.
+constexpr int kMaxTensorAlignment = 16;
+enum : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
+
+std::string status_text(cudnnStatus_t status) {
+  return cudnnGetErrorString(status);
+}
+
+void check_cudnn(cudnnStatus_t status, const char* call, const char* file, int line) {
+  if (status != CUDNN_STATUS_SUCCESS) {
+    throw Error(std::string("cuDNN error ") + status_text(status) + " in " + call + " at " + file +
+                ":" + std::to_string(line));
+  }
+}
+
+#define GEMMKIT_CUDNN_CHECK(call) check_cudnn((call), #call, __FILE__, __LINE__)
+
+// An owned backend descriptor.
+class Descriptor {
+ public:
+  explicit Descriptor(cudnnBackendDescriptorType_t type) {
+    GEMMKIT_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &raw_));
+  }
+  Descriptor(Descriptor&& other) noexcept : raw_(std::exchange(other.raw_, nullptr)) {}
+  Descriptor& operator=(Descriptor&&) = delete;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (raw_ != nullptr) cudnnBackendDestroyDescriptor(raw_);
+  }
+
+  cudnnBackendDescriptor_t get() const { return raw_; }
+
+  template <typename T>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values,
+           int64_t count = 1) {
+    GEMMKIT_CUDNN_CHECK(cudnnBackendSetAttribute(raw_, name, type, count, values));
+  }
+  void set(cudnnBackendAttributeName_t name, const Descriptor& value) {
+    const cudnnBackendDescriptor_t raw = value.get();
+    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &raw);
+  }
+  // Finalizing is where cuDNN judges a configuration: callers decide whether failure is fatal.
+  cudnnStatus_t try_finalize() { return cudnnBackendFinalize(raw_); }
+  void finalize() { GEMMKIT_CUDNN_CHECK(try_finalize()); }
+
+ private:
+  cudnnBackendDescriptor_t raw_ = nullptr;
+};
+
+// ---- Handles ----------------------------------------------------------------------------------
+
+struct DeviceHandle {
+  std::mutex mutex;  // creation, and every set-stream + execute
+  cudnnHandle_t handle = nullptr;
+  bool tried = false;
+  std::string why;  // why creation failed
+};
+
+DeviceHandle& device_handle(int device) {
+  static std::array<DeviceHandle, kMaxDevices> handles;
+  if (device < 0 || device >= kMaxDevices) {
+    throw Error("gemmkit::conv: device cuda:" + std::to_string(device) + " is beyond the " +
+                std::to_string(kMaxDevices) + " devices the cuDNN handles cover");
+  }
+  return handles[static_cast<std::size_t>(device)];
+}
+
+// The device's handle (the device is current), or null with `why`.
+cudnnHandle_t handle_of(DeviceHandle& h, std::string& why) {
+  std::lock_guard<std::mutex> lock(h.mutex);
+  if (!h.tried) {
+    h.tried = true;
+    const cudnnStatus_t status = cudnnCreate(&h.handle);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      h.handle = nullptr;
+      h.why = "cudnnCreate failed: " + status_text(status);
+      cudaGetLastError();  // do not leave a sticky-looking error to the fallback path
+    }
+  }
+  why = h.why;
+  return h.handle;
+}
+
+bool is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GEMMKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// ---- The problem as cuDNN sees it -------------------------------------------------------------
+
+cudnnDataType_t cudnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+  }
+  throw Error("gemmkit::conv: cuDNN path: dtype value " + std::to_string(static_cast<int>(dtype)) +
+              " is not one of bf16, f16, f32");
+}
+
+struct TensorView {
+  std::vector<int64_t> dims, strides;  // cuDNN order: (n or o, channels, spatial...)
+  DType dtype = DType::f32;
+  int64_t alignment = 1;
+};
+
+// gemmkit's (n, spatial..., c) as cuDNN's (n, c, spatial...); a 1-D problem gets a leading unit
+// spatial dim, strided as if packed (stride of the next dim times its size).
+TensorView channels_second(const int64_t* shape, const int64_t* strides, int rank, bool unit,
+                           DType dtype, const void* data) {
+  TensorView v;
+  v.dims = {shape[0], shape[rank - 1]};
+  v.strides = {strides[0], strides[rank - 1]};
+  if (unit) {
+    v.dims.push_back(1);
+    v.strides.push_back(strides[1] * shape[1]);
+  }
+  for (int i = 1; i + 1 < rank; ++i) {
+    v.dims.push_back(shape[i]);
+    v.strides.push_back(strides[i]);
+  }
+  v.dtype = dtype;
+  v.alignment = std::min(kMaxTensorAlignment, pointer_alignment(data));
+  return v;
+}
+
+struct CudnnProblem {
+  TensorView x, w, y;
+  int64_t spatial = 2;
+  std::vector<int64_t> stride, dilation, pad_lo, pad_hi;
+  bool flip = false;
+  bool f32_inputs = false;
+};
+
+CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
+  CudnnProblem q;
+  const bool unit = p.spatial == 1;
+  q.x = channels_second(p.x.shape, p.x.strides, p.x.rank, unit, p.x.dtype, p.x.data);
+  q.w = channels_second(p.weight.shape, p.weight.strides, p.weight.rank, unit, p.weight.dtype,
+                        p.weight.data);
+  if (c.bias == BiasMode::scratch) {
+    // The f32 scratch [positions][o], at the (256-byte aligned) start of the workspace.
+    std::vector<int64_t> shape{p.batch}, strides(static_cast<std::size_t>(p.spatial + 2));
+    for (int d = 0; d < p.spatial; ++d) shape.push_back(p.out_size[d]);
+    shape.push_back(p.out_channels);
+    int64_t stride = 1;
+    for (int i = p.spatial + 1; i >= 0; --i) {
+      strides[static_cast<std::size_t>(i)] = stride;
+      stride *= shape[static_cast<std::size_t>(i)];
+    }
+    q.y = channels_second(shape.data(), strides.data(), p.spatial + 2, unit, DType::f32, nullptr);
+    q.y.alignment = kMaxTensorAlignment;
+  } else {
+    q.y = channels_second(p.out.shape, p.out.strides, p.out.rank, unit, p.out.dtype, p.out.data);
+  }
+  if (unit) {
+    q.stride.push_back(1);
+    q.dilation.push_back(1);
+    q.pad_lo.push_back(0);
+    q.pad_hi.push_back(0);
+  }
+  for (int d = 0; d < p.spatial; ++d) {
+    q.stride.push_back(p.stride[d]);
+    q.dilation.push_back(p.kernel_dilation[d]);
+    q.pad_lo.push_back(p.padding_lo[d]);
+    q.pad_hi.push_back(p.padding_hi[d]);
+  }
+  q.spatial = static_cast<int64_t>(q.stride.size());
+  q.flip = p.flip;
+  q.f32_inputs = p.x.dtype == DType::f32;
+  return q;
+}
+
+using PlanKey = std::vector<int64_t>;
+
+PlanKey plan_key(int device, const CudnnProblem& q, int64_t engine_budget) {
+  PlanKey key{device, q.spatial, q.flip ? 1 : 0, engine_budget};
+  for (const TensorView* t : {&q.x, &q.w, &q.y}) {
+    key.push_back(static_cast<int64_t>(t->dtype));
+    key.push_back(t->alignment);
+    key.insert(key.end(), t->dims.begin(), t->dims.end());
+    key.insert(key.end(), t->strides.begin(), t->strides.end());
+  }
+  for (const std::vector<int64_t>* v : {&q.stride, &q.dilation, &q.pad_lo, &q.pad_hi}) {
+    key.insert(key.end(), v->begin(), v->end());
+  }
+  return key;
+}
+
+// ---- Graph, engines, plans --------------------------------------------------------------------
+
+Descriptor make_tensor(int64_t uid, const TensorView& t) {
+  Descriptor d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const cudnnDataType_t type = cudnn_type(t.dtype);
+  const auto count = static_cast<int64_t>(t.dims.size());
+  d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type);
+  d.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, t.dims.data(), count);
+  d.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, t.strides.data(), count);
+  d.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+  d.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &t.alignment);
+  d.finalize();
+  return d;
+}
+
+// Every descriptor of the operation graph, kept alive as long as plans built from it.
+struct Graph {
+  std::vector<Descriptor> parts;  // tensors, convolution, operation
+  std::unique_ptr<Descriptor> graph;
+};
+
+std::shared_ptr<Graph> make_graph(cudnnHandle_t handle, const CudnnProblem& q) {
+  auto g = std::make_shared<Graph>();
+  g->parts.push_back(make_tensor(kUidX, q.x));
+  g->parts.push_back(make_tensor(kUidW, q.w));
+  g->parts.push_back(make_tensor(kUidY, q.y));
+  Descriptor conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  // gemmkit's flip is the true convolution; no flip is cross-correlation.
+  const cudnnConvolutionMode_t mode = q.flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &compute);
+  conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
+  conv.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &q.spatial);
+  conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, q.dilation.data(), q.spatial);
+  conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, q.stride.data(), q.spatial);
+  conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, q.pad_lo.data(), q.spatial);
+  conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, q.pad_hi.data(), q.spatial);
+  conv.finalize();
+  g->parts.push_back(std::move(conv));
+
+  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  const float alpha = 1.0f, beta = 0.0f;
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g->parts[0]);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g->parts[1]);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g->parts[2]);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, g->parts[3]);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta);
+  op.finalize();
+  g->parts.push_back(std::move(op));
+
+  g->graph = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  g->graph->set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+  g->graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, g->parts[4]);
+  g->graph->finalize();
+  return g;
+}
+
+// Whether an engine keeps gemmkit's numerics: deterministic (run-to-run identical bits), inputs
+// not down-converted, fp32 reduction, and no TF32 tensor cores for f32 inputs (as the cuBLASLt
+// paths). FFT and Winograd engines (fp32 transforms) are allowed: excluding them cost up to 14%
+// against unrestricted cuDNN on the H200 (resnet50 rows, docs/perf.md), and their error stays
+// within the tolerance the GPU tests check. Sets `engine` to its global index.
+bool keeps_numerics(const Descriptor& config, bool f32_inputs, int64_t& engine) {
+  Descriptor e(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = e.get();
+  int64_t count = 0;
+  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw));
+  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(e.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                                               CUDNN_TYPE_INT64, 1, &count, &engine));
+  std::array<cudnnBackendNumericalNote_t, kMaxNotes> notes{};
+  int64_t note_count = 0;
+  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(e.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                               CUDNN_TYPE_NUMERICAL_NOTE, kMaxNotes, &note_count,
+                                               notes.data()));
+  for (int64_t i = 0; i < std::min<int64_t>(note_count, kMaxNotes); ++i) {
+    switch (notes[static_cast<std::size_t>(i)]) {
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+        return false;
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+        if (f32_inputs) return false;
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+struct Plan {
+  explicit Plan(Descriptor d) : plan(std::move(d)) {}
+  Descriptor plan;
+  int64_t workspace = 0;
+  int64_t engine = -1;
+};
+
+// Up to `limit` buildable plans that keep the numerics and fit `engine_budget`, in the order of
+// the heuristic `mode`.
+std::vector<std::shared_ptr<Plan> > build_plans(cudnnHandle_t handle, const Graph& g,
+                                                cudnnBackendHeurMode_t mode, bool f32_inputs,
+                                                int64_t engine_budget, int limit) {
+  std::vector<std::shared_ptr<Plan> > plans;
+  Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *g.graph);
+  heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return plans;
+  int64_t available = 0;
+  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available,
+                                               nullptr));
+  std::vector<Descriptor> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < available; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(configs.back().get());
+  }
+  int64_t returned = 0;
+  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
+                                               raw.data()));
+  for (int64_t i = 0; i < returned && static_cast<int>(plans.size()) < limit; ++i) {
+    const Descriptor& config = configs[static_cast<std::size_t>(i)];
+    int64_t engine = -1;
+    if (!keeps_numerics(config, f32_inputs, engine)) continue;
+    auto plan = std::make_shared<Plan>(Descriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+    plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+    plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+    if (plan->plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;  // not buildable here
+    int64_t count = 0;
+    GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(plan->plan.get(),
+                                                 CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                 CUDNN_TYPE_INT64, 1, &count, &plan->workspace));
+    if (plan->workspace < 0 || plan->workspace > engine_budget) continue;
+    plan->engine = engine;
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+// ---- Plan cache -------------------------------------------------------------------------------
+
+struct Entry {
+  std::shared_ptr<Graph> graph;
+  std::shared_ptr<Plan> chosen;  // null: no usable engine (`why`)
+  bool final = false;            // timed (or nothing to time): never searched again
+  std::string why;
+  std::string how;  // how `chosen` was chosen
+  // Every plan that ran for this key: CUDA graphs captured with them may still be replayed.
+  std::vector<std::shared_ptr<Plan> > kept;
+};
+
+std::mutex g_cache_mutex;
+std::map<PlanKey, std::shared_ptr<const Entry> >& plan_cache() {
+  static std::map<PlanKey, std::shared_ptr<const Entry> > cache;
+  return cache;
+}
+
+std::shared_ptr<const Entry> find_entry(const PlanKey& key) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  const auto it = plan_cache().find(key);
+  return it == plan_cache().end() ? nullptr : it->second;
+}
+
+void store_entry(const PlanKey& key, std::shared_ptr<const Entry> entry) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  plan_cache()[key] = std::move(entry);
+}
+
+// Two timing events, destroyed on every exit.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    GEMMKIT_CUDA_CHECK(cudaEventCreate(&start));
+    GEMMKIT_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    if (stop != nullptr) cudaEventDestroy(stop);
+    if (start != nullptr) cudaEventDestroy(start);
+  }
+};
+
+}  // namespace
+
+std::string cudnn_unavailable_reason() {
+  const size_t version = cudnnGetVersion();
+  if (version < 90000 || version >= 100000) {
+    return "the loaded cuDNN is version " + std::to_string(version) + ", this build needs 9.x";
+  }
+  return "";
+}
+
+bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int device,
+                    cudaStream_t stream, std::string& why, std::string& note) {
+  const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
+  const bool capturing = is_capturing(stream);
+  DeviceHandle& h = device_handle(device);
+  const cudnnHandle_t handle = handle_of(h, why);
+  if (handle == nullptr) return false;
+
+  const CudnnProblem q = describe(p, c);
+  const int64_t engine_budget = c.workspace_budget - c.lt_offset;
+  const PlanKey key = plan_key(device, q, engine_budget);
+  std::shared_ptr<const Entry> entry = find_entry(key);
+  const bool time_it = autotune && !capturing;
+  std::vector<std::shared_ptr<Plan> > candidates;
+  std::shared_ptr<Graph> graph;
+  if (entry == nullptr || (!entry->final && time_it)) {
+    // Building enqueues nothing: any failure here is "cuDNN cannot serve", not an error.
+    try {
+      graph = entry != nullptr ? entry->graph : make_graph(handle, q);
+      const int limit = time_it ? kMaxCandidates : 1;
+      candidates =
+          build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, engine_budget, limit);
+      if (candidates.empty()) {
+        candidates = build_plans(handle, *graph, CUDNN_HEUR_MODE_FALLBACK, q.f32_inputs,
+                                 engine_budget, limit);
+      }
+    } catch (const Error& e) {
+      why = std::string("cuDNN cannot describe this convolution: ") + e.what();
+      auto failed = std::make_shared<Entry>();
+      failed->final = true;
+      failed->why = why;
+      store_entry(key, failed);
+      return false;
+    }
+    if (candidates.empty()) {
+      auto failed = std::make_shared<Entry>();
+      failed->graph = graph;
+      failed->final = true;
+      failed->why = std::string(
+                        "cuDNN has no deterministic fp32-accumulating engine for this "
+                        "convolution within ") +
+                    std::to_string(engine_budget) + " bytes of workspace";
+      if (entry != nullptr) failed->kept = entry->kept;
+      why = failed->why;
+      store_entry(key, failed);
+      return false;
+    }
+  } else if (entry->chosen == nullptr) {
+    why = entry->why;
+    return false;
+  }
+
+  std::shared_ptr<Plan> plan = candidates.empty() ? entry->chosen : candidates.front();
+  int64_t most_workspace = plan->workspace;
+  for (const auto& candidate : candidates) {
+    most_workspace = std::max(most_workspace, candidate->workspace);
+  }
+  const bool timing = time_it && candidates.size() > 1;
+  std::string how = candidates.empty() ? entry->how + ", cached" : "";
+
+  char* const x = static_cast<char*>(const_cast<void*>(p.x.data));
+  char* const w = static_cast<char*>(const_cast<void*>(p.weight.data));
+  // Enqueues one execution of `plan`; returns cuDNN's status (no throw: the caller decides).
+  const auto execute = [&](const Plan& run, char* workspace) {
+    void* y =
+        c.bias == BiasMode::scratch ? static_cast<void*>(workspace + c.scratch_offset) : p.out.data;
+    void* engine_workspace = run.workspace > 0 ? workspace + c.lt_offset : nullptr;
+    const int64_t uids[3] = {kUidX, kUidW, kUidY};
+    void* pointers[3] = {x, w, y};
+    Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
+    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, 3);
+    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &engine_workspace);
+    pack.finalize();
+    GEMMKIT_CUDNN_CHECK(cudnnSetStream(handle, stream));
+    return cudnnBackendExecute(handle, run.plan.get(), pack.get());
+  };
+
+  bool ran = false;
+  const bool allocated =
+      with_conv_workspace(device, c.lt_offset + most_workspace, stream, why, [&](void* base) {
+        char* const workspace = static_cast<char*>(base);
+        std::lock_guard<std::mutex> lock(h.mutex);
+        if (timing) {
+          EventPair events;
+          double best_us = 0;
+          std::shared_ptr<Plan> best;
+          for (const auto& candidate : candidates) {
+            if (execute(*candidate, workspace) != CUDNN_STATUS_SUCCESS) {  // warm-up
+              cudaGetLastError();
+              continue;
+            }
+            GEMMKIT_CUDA_CHECK(cudaEventRecord(events.start, stream));
+            bool ok = true;
+            for (int r = 0; r < kTuneRuns && ok; ++r) {
+              ok = execute(*candidate, workspace) == CUDNN_STATUS_SUCCESS;
+            }
+            GEMMKIT_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+            GEMMKIT_CUDA_CHECK(cudaEventSynchronize(events.stop));
+            if (!ok) {
+              cudaGetLastError();
+              continue;
+            }
+            float ms = 0;
+            GEMMKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+            const double us = 1000.0 * static_cast<double>(ms) / kTuneRuns;
+            if (best == nullptr || us < best_us) {
+              best = candidate;
+              best_us = us;
+            }
+          }
+          if (best == nullptr) {
+            why = "none of cuDNN's " + std::to_string(candidates.size()) + " engine candidates ran";
+            return;
+          }
+          plan = best;
+          how = "timed fastest of " + std::to_string(candidates.size()) + " candidates (" +
+                std::to_string(best_us) + " us)";
+        }
+        const cudnnStatus_t status = execute(*plan, workspace);
+        if (status != CUDNN_STATUS_SUCCESS) {
+          cudaGetLastError();
+          why = "cudnnBackendExecute of engine " + std::to_string(plan->engine) +
+                " failed: " + status_text(status);
+          return;
+        }
+        if (c.bias != BiasMode::none) {
+          const int64_t positions = p.out_positions(), o = p.out_channels;
+          const int64_t out_ld = c.out_row_stride != 0 ? c.out_row_stride : o;
+          const float* acc = c.bias == BiasMode::scratch
+                                 ? reinterpret_cast<const float*>(workspace + c.scratch_offset)
+                                 : static_cast<const float*>(p.out.data);
+          const int64_t acc_ld = c.bias == BiasMode::scratch ? o : out_ld;
+          launch_conv_bias_pass(p.bias.dtype, p.out.dtype, acc, acc_ld, p.out.data, out_ld,
+                                positions, o, p.bias.data, p.bias.strides[0], c.grid, c.block,
+                                stream);
+        }
+        ran = true;
+      });
+  if (!allocated || !ran) return false;
+
+  if (!candidates.empty()) {
+    if (how.empty()) {
+      how = capturing
+                ? "heuristic's first, not timed (stream capture)"
+                : (autotune ? "heuristic's only candidate" : "heuristic's first (autotune off)");
+    }
+    auto updated = std::make_shared<Entry>();
+    updated->graph = graph;
+    updated->chosen = plan;
+    updated->final = !capturing;
+    updated->how = how;
+    if (entry != nullptr) updated->kept = entry->kept;
+    updated->kept.push_back(plan);
+    store_entry(key, updated);
+  }
+  note = "cuDNN engine " + std::to_string(plan->engine) + " (" + how + "), workspace " +
+         std::to_string(c.lt_offset + plan->workspace) + " bytes";
+  return true;
+}
+
+#endif
+
+}  // namespace gemmkit::cuda::conv_impl
