@@ -4,9 +4,12 @@
 usage: perf-table.py linear PDL_ON.json PDL_OFF.json PEERS.csv
        perf-table.py linear-one BENCH.json PEERS.csv pdl|nopdl
        perf-table.py conv BENCH.json [BENCH.json ...] PEERS.csv
+       perf-table.py conv-pair DISPATCH.json OWN.json [DISPATCH.json OWN.json ...] PEERS.csv
 Linear: gemmkit (PDL on/off, warm and cold L2) against cuBLASLt timed in the same run and the
 tinygemm2 figures of the peers file (PDL against PDL, non-PDL against non-PDL).
 Conv: gemmkit against cuDNN timed in the same run, count-weighted totals, fraction of the floor.
+Conv-pair: the dispatcher (own paths + cuDNN) and the own paths only (GEMMKIT_CONV_CUDNN=0) of the
+same suite side by side, each against the cuDNN peer of its own run.
 """
 import csv, json, math, sys
 
@@ -131,10 +134,51 @@ def conv(paths, peers_path):
               f"({total_g / total_c if total_c else float('nan'):.2f}×), floor {total_f:.0f} µs.\n")
 
 
+def conv_pair(pairs, peers_path):
+    for dispatch_path, own_path in pairs:
+        dispatch, own = rows_of(dispatch_path), rows_of(own_path)
+        suite = next(iter(dispatch))[0] if dispatch else dispatch_path
+        print(f"### {suite}\n")
+        print("| row | count | dispatcher kernel | dispatcher µs | vs cuDNN | own kernel | own µs | vs cuDNN | cuDNN µs | floor µs | floor / own |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        totals = {"d": 0.0, "dc": 0.0, "o": 0.0, "oc": 0.0, "f": 0.0}
+        over = []
+        for key, r in dispatch.items():
+            o = own.get(key)
+            g, h = r.get("gemmkit", {}), (o or {}).get("gemmkit", {})
+            if not g.get("ran") or not h.get("ran"):
+                print(f'| {key[1]} | {r.get("count", 1)} | not run | | | | | | | | |')
+                continue
+            c = best_peer(r, ["cudnn", "cudnn_graph"])
+            c_own = best_peer(o, ["cudnn", "cudnn_graph"])
+            count = r.get("count", 1)
+            d_ratio = g["median_us"] / c["median_us"] if c else float("nan")
+            o_ratio = h["median_us"] / c_own["median_us"] if c_own else float("nan")
+            if c and c_own:
+                totals["d"] += count * g["median_us"]
+                totals["dc"] += count * c["median_us"]
+                totals["o"] += count * h["median_us"]
+                totals["oc"] += count * c_own["median_us"]
+                totals["f"] += count * r["floor_us"]
+            if c and d_ratio > 1.05:
+                over.append(f"{key[1]} ({d_ratio:.2f}×)")
+            c_cell = f'{c["median_us"]:.1f}' if c else "n/a"
+            print(f'| {key[1]} | {count} | {r["gemmkit_kernel"].replace("cuda.conv.", "")} | {g["median_us"]:.1f} | {d_ratio:.2f}× | '
+                  f'{o["gemmkit_kernel"].replace("cuda.conv.", "")} | {h["median_us"]:.1f} | {o_ratio:.2f}× | {c_cell} | '
+                  f'{r["floor_us"]:.1f} | {100 * h["floor_fraction"]:.0f}% |')
+        print(f"\nCount-weighted totals over the rows cuDNN ran: dispatcher {totals['d']:.0f} µs against cuDNN "
+              f"{totals['dc']:.0f} µs ({totals['d'] / totals['dc']:.2f}×); own paths {totals['o']:.0f} µs against "
+              f"{totals['oc']:.0f} µs ({totals['o'] / totals['oc']:.2f}×); floor {totals['f']:.0f} µs. "
+              f"Dispatcher rows more than 5% slower than cuDNN: {', '.join(over) if over else 'none'}.\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "linear":
         linear(*sys.argv[2:5])
     elif sys.argv[1] == "linear-one":
         linear_one(*sys.argv[2:5])
+    elif sys.argv[1] == "conv-pair":
+        files = sys.argv[2:-1]
+        conv_pair(list(zip(files[0::2], files[1::2])), sys.argv[-1])
     else:
         conv(sys.argv[2:-1], sys.argv[-1])

@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "common/problems.h"
-#include "cuda/conv/conv_config.h"
+#include "conv_problem_spec.h"
 #include "cuda/conv/conv_geometry.h"
+#include "cuda/conv/conv_select.h"
 #include "gemmkit/gemmkit.h"
 #include "reference_double.h"
 
@@ -23,57 +24,13 @@ namespace gemmkit::cuda::conv_impl {
 namespace {
 
 using detail::ConvProblem;
+using gemmkit_test::fake;
+using gemmkit_test::make_problem;
+using gemmkit_test::Spec;
 
 const DeviceDescription kH200{};  // defaults: sm_90, 132 SMs, grid limits of CUDA
 
 // ---- Building problems (as src/api does, from shapes and parameters) ----------------------
-
-struct Spec {
-  std::vector<int64_t> x_shape, w_shape;
-  ConvParams params;
-  DType dtype = DType::bf16;
-  DType out_dtype = DType::bf16;
-  bool bias = false;
-};
-
-// Addresses of fake tensors: 256-byte aligned, never dereferenced.
-void* fake(uintptr_t address) {
-  return reinterpret_cast<void*>(address);
-}
-
-ConvProblem make_problem(const Spec& s, void* x = fake(0x10000000), void* w = fake(0x20000000),
-                         void* bias = fake(0x30000000), void* out = fake(0x40000000)) {
-  ConvProblem p;
-  const int spatial = static_cast<int>(s.x_shape.size()) - 2;
-  const std::vector<int64_t> out_shape = conv_output_shape(s.x_shape, s.w_shape, s.params);
-  const gemmkit_test::ConvDims dims = gemmkit_test::expand_params(s.params, spatial);
-  p.spatial = spatial;
-  p.batch = s.x_shape.front();
-  p.in_channels = s.x_shape.back();
-  p.out_channels = s.w_shape.front();
-  p.groups = s.params.groups;
-  p.in_channels_per_group = p.in_channels / p.groups;
-  p.out_channels_per_group = p.out_channels / p.groups;
-  for (int d = 0; d < spatial; ++d) {
-    const auto i = static_cast<std::size_t>(d + 1);
-    p.in_size[d] = s.x_shape[i];
-    p.kernel_size[d] = s.w_shape[i];
-    p.out_size[d] = out_shape[i];
-    p.stride[d] = dims.stride[d];
-    p.padding_lo[d] = dims.pad_lo[d];
-    p.padding_hi[d] = dims.pad_hi[d];
-    p.kernel_dilation[d] = dims.kdil[d];
-    p.input_dilation[d] = dims.idil[d];
-  }
-  p.flip = s.params.flip;
-  const Device gpu = Device::cuda(0);
-  p.x = Tensor::contiguous(x, s.dtype, gpu, s.x_shape);
-  p.weight = Tensor::contiguous(w, s.dtype, gpu, s.w_shape);
-  p.has_bias = s.bias;
-  if (s.bias) p.bias = Tensor::contiguous(bias, s.dtype, gpu, {p.out_channels});
-  p.out = Tensor::contiguous(out, s.out_dtype, gpu, out_shape);
-  return p;
-}
 
 ConvRequest request(const std::string& algo = "auto", int64_t workspace = kDefaultWorkspaceBytes) {
   return resolve_request(algo, "", workspace, "");
@@ -90,7 +47,10 @@ void expect_within_limits(const ConvConfig& c) {
   EXPECT_EQ(c.grid.z, 1u);
   EXPECT_GE(c.block, 1);
   EXPECT_LE(c.block, kMaxBlockThreads);
-  EXPECT_LE(c.smem_bytes, kMaxKernelSmem);
+  // The implicit GEMM opts in to more shared memory; every other kernel stays within the
+  // default 48 KiB.
+  EXPECT_LE(c.smem_bytes,
+            c.path == ConvPath::implicit_gemm ? kH200.shared_per_block_optin : kMaxKernelSmem);
   if (c.path == ConvPath::depthwise) {
     EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb());
     EXPECT_LE(c.depthwise.cvt, kDepthwiseMaxCvt);
@@ -719,7 +679,11 @@ Spec resnet_3x3(int64_t n = 8, int64_t hw = 56, int64_t c = 64, int64_t o = 64) 
 TEST(ConvSelect, AutoPicksThePathThatFits) {
   {
     const ConvProblem p = make_problem(resnet_3x3());
-    const ConvConfig c = select_conv_config(p, kH200, request());
+    const ConvConfig implicit = select_conv_config(p, kH200, request());
+    EXPECT_EQ(implicit.path, ConvPath::implicit_gemm) << to_string(implicit);
+    EXPECT_NE(implicit.reason.find("tile=128x128x64"), std::string::npos) << implicit.reason;
+    expect_within_limits(implicit);
+    const ConvConfig c = select_conv_config(p, kH200, request("gemm"));
     EXPECT_EQ(c.path, ConvPath::unfold_gemm) << to_string(c);
     expect_within_limits(c);
     expect_gemm_chunks_valid(p, c);
@@ -810,33 +774,40 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
 }
 
 TEST(ConvSelect, LayoutsTheGemmCannotTakeFallBackToDirect) {
-  {
-    ConvProblem p = make_problem(resnet_3x3());
+  // The implicit GEMM takes any strides of 16-bit tensors; f32 ones (which it does not serve)
+  // show the unfold's limits.
+  for (const DType dtype : {DType::bf16, DType::f32}) {
+    Spec s = resnet_3x3();
+    s.dtype = s.out_dtype = dtype;
+    ConvProblem p = make_problem(s);
     std::swap(p.weight.strides[1], p.weight.strides[2]);  // kernel dims permuted
     const ConvConfig c = select_conv_config(p, kH200, request());
-    EXPECT_EQ(c.path, ConvPath::direct);
-    EXPECT_NE(c.reason.find("weight"), std::string::npos) << c.reason;
+    EXPECT_EQ(c.path, dtype == DType::bf16 ? ConvPath::implicit_gemm : ConvPath::direct);
+    if (dtype == DType::f32) EXPECT_NE(c.reason.find("weight"), std::string::npos) << c.reason;
     expect_within_limits(c);
   }
-  {
-    ConvProblem p = make_problem(resnet_3x3(2, 8, 16, 16));
+  for (const DType dtype : {DType::bf16, DType::f32}) {
+    Spec s = resnet_3x3(2, 8, 16, 64);  // o = 64: half of the implicit GEMM's N tile is useful
+    s.dtype = s.out_dtype = dtype;
+    ConvProblem p = make_problem(s);
     p.out.strides[1] *= 2;  // rows of the output have gaps: no single position stride
     p.out.strides[0] *= 2;
     EXPECT_EQ(position_stride(p.out), -1);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).path, ConvPath::direct);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).path,
+              dtype == DType::bf16 ? ConvPath::implicit_gemm : ConvPath::direct);
   }
   {
     Spec s = resnet_3x3(2, 8, 16, 16);
     s.bias = true;
     ConvProblem p = make_problem(s);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::epilogue);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).bias, BiasMode::epilogue);
     p.bias.strides[0] = 2;  // strided bias with a bf16 output: no epilogue, f32 scratch
-    const ConvConfig scratch = select_conv_config(p, kH200, request());
+    const ConvConfig scratch = select_conv_config(p, kH200, request("gemm"));
     EXPECT_EQ(scratch.path, ConvPath::unfold_gemm);
     EXPECT_EQ(scratch.bias, BiasMode::scratch);
     expect_gemm_chunks_valid(p, scratch);
     p.out.dtype = DType::f32;  // f32 output: the bias pass adds in place
-    const ConvConfig c = select_conv_config(p, kH200, request());
+    const ConvConfig c = select_conv_config(p, kH200, request("gemm"));
     EXPECT_EQ(c.path, ConvPath::unfold_gemm);
     EXPECT_EQ(c.bias, BiasMode::pass);
     EXPECT_EQ(c.scratch_bytes, 0);
@@ -847,21 +818,21 @@ TEST(ConvSelect, LayoutsTheGemmCannotTakeFallBackToDirect) {
     s.w_shape = {9, 3, 3, 16};
     s.bias = true;
     ConvProblem p = make_problem(s);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::scratch);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).bias, BiasMode::scratch);
     Spec s16 = s;  // o = 16 (32-byte rows), but out only 8-byte aligned: scratch too
     s16.w_shape = {16, 3, 3, 16};
     p = make_problem(s16);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::epilogue);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).bias, BiasMode::epilogue);
     p.out.data = fake(0x40000008);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::scratch);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).bias, BiasMode::scratch);
     p.out.data = fake(0x40000010);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).bias, BiasMode::epilogue);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).bias, BiasMode::epilogue);
   }
   {
     Spec s = resnet_3x3(2, 8, 16, 16);
     s.dtype = s.out_dtype = DType::f32;
     s.bias = true;
-    const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
+    const ConvConfig c = select_conv_config(make_problem(s), kH200, request("gemm"));
     EXPECT_EQ(c.path, ConvPath::unfold_gemm);
     EXPECT_EQ(c.bias, BiasMode::pass);  // f32 output: in place
     EXPECT_EQ(c.vector, 4);
@@ -869,9 +840,9 @@ TEST(ConvSelect, LayoutsTheGemmCannotTakeFallBackToDirect) {
   {
     ConvProblem p = make_problem(resnet_3x3(2, 8, 16, 16));
     p.x.data = fake(0x10000002);  // 2-byte aligned x: scalar unfold copies
-    EXPECT_EQ(select_conv_config(p, kH200, request()).vector, 1);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).vector, 1);
     p.x.data = fake(0x10000008);
-    EXPECT_EQ(select_conv_config(p, kH200, request()).vector, 4);
+    EXPECT_EQ(select_conv_config(p, kH200, request("gemm")).vector, 4);
   }
 }
 
@@ -887,9 +858,10 @@ TEST(ConvSelect, WorkspaceBoundsTheUnfold) {
     EXPECT_EQ(c.chunk_rows,
               std::min(p.out_positions(), (budget - c.lt_workspace_bytes - 512) / row_bytes));
   }
-  // A workspace below one unfold row: auto goes direct, forced gemm names the reason.
-  EXPECT_EQ(select_conv_config(p, kH200, request("auto", 1000)).path, ConvPath::direct);
-  EXPECT_EQ(select_conv_config(p, kH200, request("auto", 0)).path, ConvPath::direct);
+  // A workspace below one unfold row: auto takes the implicit GEMM (no workspace), forced gemm
+  // names the reason.
+  EXPECT_EQ(select_conv_config(p, kH200, request("auto", 1000)).path, ConvPath::implicit_gemm);
+  EXPECT_EQ(select_conv_config(p, kH200, request("auto", 0)).path, ConvPath::implicit_gemm);
   try {
     select_conv_config(p, kH200, request("gemm", 1000));
     ADD_FAILURE() << "expected an Error";
@@ -899,9 +871,14 @@ TEST(ConvSelect, WorkspaceBoundsTheUnfold) {
     EXPECT_NE(m.find("'gemm'"), std::string::npos) << m;
     EXPECT_NE(m.find("workspace"), std::string::npos) << m;
   }
-  // Chunks of fewer than kMinChunkRows rows: auto prefers the direct kernel.
+  // Chunks of fewer than kMinChunkRows rows: auto prefers the implicit GEMM, and without it
+  // (f32) the direct kernel.
   const ConvConfig tiny = select_conv_config(p, kH200, request("auto", 100 * row_bytes));
-  EXPECT_EQ(tiny.path, ConvPath::direct) << to_string(tiny);
+  EXPECT_EQ(tiny.path, ConvPath::implicit_gemm) << to_string(tiny);
+  Spec f32 = resnet_3x3(8, 56, 64, 64);
+  f32.dtype = f32.out_dtype = DType::f32;
+  EXPECT_EQ(select_conv_config(make_problem(f32), kH200, request("auto", 1000)).path,
+            ConvPath::direct);
   EXPECT_EQ(select_conv_config(p, kH200, request("gemm", 100 * row_bytes)).path,
             ConvPath::unfold_gemm);
 }
@@ -1085,8 +1062,9 @@ TEST(ConvExtreme, UnfoldOfTwoToTheFortyElements) {
   const ConvProblem p = make_problem(s);
   const double unfold_elements = static_cast<double>(p.out_positions()) * 9 * 512;
   EXPECT_GT(unfold_elements, std::ldexp(1.0, 40));
+  EXPECT_EQ(select_conv_config(p, kH200, request()).path, ConvPath::implicit_gemm);
   for (const int64_t budget : {kDefaultWorkspaceBytes, int64_t{16} << 30, int64_t{64} << 20}) {
-    const ConvConfig c = select_conv_config(p, kH200, request("auto", budget));
+    const ConvConfig c = select_conv_config(p, kH200, request("gemm", budget));
     ASSERT_EQ(c.path, ConvPath::unfold_gemm) << to_string(c);
     expect_within_limits(c);
     expect_gemm_chunks_valid(p, c);
@@ -1094,7 +1072,7 @@ TEST(ConvExtreme, UnfoldOfTwoToTheFortyElements) {
               unfold_elements * 2);
   }
   // Even a 16 GiB workspace is cut at kMaxGemmSpan elements per chunk.
-  const ConvConfig c = select_conv_config(p, kH200, request("auto", int64_t{16} << 30));
+  const ConvConfig c = select_conv_config(p, kH200, request("gemm", int64_t{16} << 30));
   EXPECT_LE(c.chunk_rows * c.unfold_row_elements, kMaxGemmSpan);
 }
 
@@ -1379,11 +1357,11 @@ TEST(ConvCudnn, AutoTakesCudnnExceptWhereOwnPathsWin) {
   const DeviceDescription dev = with_cudnn();
   // unfold_gemm, small_o and 2-D depthwise problems go to cuDNN (docs/perf.md).
   const ConvProblem unfold = make_problem(resnet_3x3());
-  EXPECT_EQ(select_conv_config(unfold, kH200, request()).path, ConvPath::unfold_gemm);
+  EXPECT_EQ(select_conv_config(unfold, kH200, request()).path, ConvPath::implicit_gemm);
   const ConvConfig c = select_conv_config(unfold, dev, request());
   EXPECT_EQ(c.path, ConvPath::cudnn);
   EXPECT_EQ(kernel_name(c.path), "cuda.conv.cudnn");
-  EXPECT_NE(c.reason.find("unfold_gemm"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("implicit_gemm"), std::string::npos) << c.reason;
   EXPECT_EQ(c.bias, BiasMode::none);
   expect_within_limits(c);
   // The tensor-core small-o kernel beats cuDNN (VAE conv_out); the CUDA-core one does not.
@@ -1425,10 +1403,10 @@ TEST(ConvCudnn, AutoTakesCudnnExceptWhereOwnPathsWin) {
   // GEMMKIT_CONV_CUDNN=0: own paths only.
   ConvRequest off = request();
   off.cudnn_in_auto = false;
-  EXPECT_EQ(select_conv_config(unfold, dev, off).path, ConvPath::unfold_gemm);
+  EXPECT_EQ(select_conv_config(unfold, dev, off).path, ConvPath::implicit_gemm);
   // Without cuDNN, auto is unchanged and names why not.
   const ConvConfig none = select_conv_config(unfold, kH200, request());
-  EXPECT_EQ(none.path, ConvPath::unfold_gemm);
+  EXPECT_EQ(none.path, ConvPath::implicit_gemm);
   EXPECT_NE(none.reason.find("cuDNN not built"), std::string::npos) << none.reason;
 }
 

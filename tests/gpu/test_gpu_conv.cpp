@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/conv_tolerance.h"
 #include "gpu/gpu_test_util.h"
 #include "reference_double.h"
 #ifdef GEMMKIT_WITH_CUDA
@@ -26,6 +27,8 @@
 namespace gemmkit {
 namespace {
 
+using gemmkit_test::any_order;
+using gemmkit_test::expect_close_to_cpu;
 using gemmkit_test::HostTensor;
 using gemmkit_test::Layout;
 
@@ -47,37 +50,6 @@ DeviceTensor to_device(const HostTensor& t) {
                                t.offset * static_cast<int64_t>(gemmkit_test::esize(t.dtype)),
                            t.dtype, kGpu, t.shape, t.strides);
   return d;
-}
-
-// ---- Tolerances ---------------------------------------------------------------------------
-
-// check_output's accumulation bound is written for the CPU's 8-lane order; the CUDA paths sum
-// in other orders (one sequential FMA chain, lane trees, cuBLASLt's tiles), for which the
-// order-free first-order bound (len - 1) u * sum |products| holds: scaling the reduction length
-// by 8 turns check_output's (len / 8 + 6) u into (len + 6) u.
-gemmkit_test::Reference any_order(gemmkit_test::Reference ref) {
-  ref.reduction_length *= 8;
-  return ref;
-}
-
-// |gpu - cpu| within both results' bounds: twice the accumulation bound plus a rounding of each.
-int64_t expect_close_to_cpu(const HostTensor& gpu, const HostTensor& cpu,
-                            const gemmkit_test::Reference& ref, const std::string& label) {
-  const double acc_rel = static_cast<double>(ref.reduction_length + 6) * std::ldexp(1.0, -24);
-  const double u = gpu.dtype == DType::f32 ? 0.0 : gemmkit_test::unit_roundoff(gpu.dtype);
-  const double tiny = gpu.dtype == DType::f16 ? std::ldexp(1.0, -24) : 0.0;
-  int64_t bad = 0;
-  for (int64_t e = 0; e < gpu.numel(); ++e) {
-    const std::vector<int64_t> idx = gpu.unravel(e);
-    const double a = gpu.at(idx), b = cpu.at(idx);
-    const double acc = acc_rel * ref.scale[static_cast<std::size_t>(e)];
-    const double tol = 2 * acc + 2 * u * (std::max(std::fabs(a), std::fabs(b)) + acc) + 2 * tiny;
-    if (!(std::fabs(a - b) <= tol) && ++bad <= 3) {
-      ADD_FAILURE() << label << ": element " << e << " gpu " << a << " cpu " << b << " (tol " << tol
-                    << ")";
-    }
-  }
-  return bad;
 }
 
 // ---- The parameter matrix -------------------------------------------------------------------
@@ -350,7 +322,7 @@ bool cudnn_in_auto() {
   return !(env != nullptr && std::string(env) == "0") && cudnn_works();
 }
 
-// auto's kernel: `own`, or cuDNN where cuDNN is in auto (conv_config.h's auto_prefers_cudnn
+// auto's kernel: `own`, or cuDNN where cuDNN is in auto (conv_select.h's auto_prefers_cudnn
 // decides which; the host tests check that rule).
 void expect_auto_kernel(const CallInfo& info, const std::string& own) {
   if (info.kernel == own) return;

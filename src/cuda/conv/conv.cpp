@@ -7,11 +7,12 @@
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
-#include "cuda/conv/conv_config.h"
 #include "cuda/conv/conv_cudnn.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_geometry.h"
+#include "cuda/conv/conv_implicit_gemm.h"
 #include "cuda/conv/conv_launch.h"
+#include "cuda/conv/conv_select.h"
 #include "cuda/cuda_backend.h"
 
 namespace gemmkit::cuda {
@@ -92,6 +93,9 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
     case ConvPath::small_o:
       launch_conv_small_o(g, config.small_o, config.vector, x_dtype, out_dtype, ptr, config.grid,
                           config.block, config.smem_bytes, s);
+      break;
+    case ConvPath::implicit_gemm:
+      launch_conv_implicit_gemm(problem, implicit_gemm_plan(problem, dev), s);
       break;
     case ConvPath::gemm_1x1:
     case ConvPath::unfold_gemm:

@@ -1,6 +1,7 @@
-// Path selection of the CUDA convolution: which kernel serves a problem, with which launch
-// geometry, chunking and workspace. Pure and header-only (no CUDA header): the host unit tests
-// include it directly, also in builds without CUDA.
+// The paths of the CUDA convolution: whether each can serve a problem, with which launch
+// geometry, chunking and workspace (the choice between them: conv_select.h). Pure and
+// header-only (no CUDA header): the host unit tests include it directly, also in builds without
+// CUDA.
 //
 // Paths (docs/conv.md has the full rules):
 //   direct       generic direct kernel, any problem, any strides ("reference" forces it)
@@ -9,6 +10,8 @@
 //   gemm_1x1     1x1 kernel, stride 1, no padding, no dilation: x is the GEMM operand as it is
 //   unfold_gemm  im2col into a bounded workspace, then one strided-batched cuBLASLt GEMM per
 //                chunk of output rows (batch = groups)
+//   implicit_gemm  tensor-core GEMM gathering the input patches itself (conv_implicit_config.h)
+//   cudnn        cuDNN's graph API (conv_cudnn.h), where it is faster
 #pragma once
 
 #include <cstdint>
@@ -66,6 +69,7 @@ enum class ConvPath : int {
   gemm_1x1 = 3,
   unfold_gemm = 4,
   cudnn = 5,
+  implicit_gemm = 6,
 };
 
 inline const char* path_name(ConvPath path) {
@@ -82,6 +86,8 @@ inline const char* path_name(ConvPath path) {
       return "unfold_gemm";
     case ConvPath::cudnn:
       return "cudnn";
+    case ConvPath::implicit_gemm:
+      return "implicit_gemm";
   }
   return "?";
 }
@@ -182,10 +188,10 @@ inline std::string to_string(const ConvConfig& c) {
 
 inline bool is_known_algo(const std::string& algo) {
   return algo == "auto" || algo == "cudnn" || algo == "direct" || algo == "depthwise" ||
-         algo == "gemm" || algo == "reference";
+         algo == "gemm" || algo == "implicit" || algo == "reference";
 }
 
-constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, reference";
+constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
 // options.algo if set, else GEMMKIT_CONV_ALGO's value `env` if set, else "auto". Unknown names
 // are an Error naming where the value came from. `env_cudnn` is GEMMKIT_CONV_CUDNN: "" or "1"
@@ -637,119 +643,6 @@ inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescr
   c.lt_workspace_bytes = std::max<int64_t>(0, budget - c.lt_offset);
   c.workspace_bytes = c.lt_offset;  // + the chosen engine's workspace, at run time
   return "";
-}
-
-// Whether auto takes cuDNN over the own path `own` that it would pick otherwise. From the H200
-// measurements of docs/perf.md (conv tables, own paths vs cuDNN in the same run): the 1x1 GEMM
-// path takes 0.62-1.01x cuDNN's time, the 1-D depthwise kernel 0.07x (mamba causal conv1d) and
-// the tensor-core small-o kernel 0.71x (VAE conv_out); cuDNN is faster on every unfold_gemm row,
-// on 2-D depthwise (2.3-3x) and on the CUDA-core small-o kernel. Retune here when either side
-// changes.
-inline bool auto_prefers_cudnn(const detail::ConvProblem& p, const ConvConfig& own) {
-  if (own.path == ConvPath::gemm_1x1) return false;
-  if (own.path == ConvPath::small_o && own.small_o.mma) return false;
-  const bool depthwise = p.groups == p.in_channels && p.in_channels_per_group == 1;
-  return !(depthwise && p.spatial == 1);
-}
-
-// ---- Selection --------------------------------------------------------------------------------
-
-inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceDescription& dev,
-                                     const ConvRequest& request) {
-  const std::string& algo = request.algo;
-  if (!is_known_algo(algo)) {
-    detail::fail(kOp, request.algo_origin, "'" + algo + "': must be one of " + kAlgoNames);
-  }
-  const auto cannot = [&](const std::string& why) {
-    detail::fail(kOp, request.algo_origin, "'" + algo + "': cannot serve this problem: " + why);
-  };
-  const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
-  ConvConfig cudnn;
-  cudnn.path = ConvPath::cudnn;
-  cudnn.algo = algo;
-  const std::string no_cudnn = why_not_cudnn(p, dev, budget, cudnn);
-  if (algo == "cudnn") {
-    if (!no_cudnn.empty()) cannot(no_cudnn);
-    cudnn.reason = "algo 'cudnn' requested";
-    return cudnn;
-  }
-  if (algo == "reference") {
-    return direct_config(p, dev, algo, "algo 'reference' forces the generic direct kernel");
-  }
-
-  const std::string no_depthwise = why_not_depthwise(p);
-  if (algo == "depthwise") {
-    if (!no_depthwise.empty()) cannot(no_depthwise);
-    return depthwise_config(p, dev, algo, "algo 'depthwise' requested");
-  }
-  const std::string no_small_o = why_not_small_o(p);
-  if (algo == "direct") {
-    if (no_depthwise.empty())
-      return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
-    if (no_small_o.empty())
-      return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)");
-    return direct_config(p, dev, algo,
-                         "algo 'direct': generic direct kernel (depthwise: " + no_depthwise +
-                             "; small-o: " + no_small_o + ")");
-  }
-
-  ConvConfig gemm;
-  gemm.algo = algo;
-  std::string no_1x1 = why_not_gemm_1x1(p, dev, budget, gemm);
-  if (no_1x1.empty()) {
-    gemm.path = ConvPath::gemm_1x1;
-    gemm.reason = "1x1 kernel, stride 1, no padding: x is the GEMM operand (no unfold)";
-  }
-  std::string no_unfold;
-  if (!no_1x1.empty()) {
-    gemm = ConvConfig{};
-    gemm.algo = algo;
-    no_unfold = why_not_unfold(p, dev, budget, gemm);
-    if (no_unfold.empty()) {
-      gemm.path = ConvPath::unfold_gemm;
-      gemm.reason = "unfold + cuBLASLt GEMM in " + std::to_string(gemm.chunks) + " chunk(s) of " +
-                    std::to_string(gemm.chunk_rows) + " output rows";
-    }
-  }
-  if (algo == "gemm") {
-    if (!no_1x1.empty() && !no_unfold.empty()) {
-      cannot("1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold);
-    }
-    gemm.reason = "algo 'gemm': " + gemm.reason;
-    return gemm;
-  }
-
-  // auto: the own path that fits, then cuDNN instead where it is faster.
-  const auto own_auto = [&]() -> ConvConfig {
-    if (no_depthwise.empty()) {
-      return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
-    }
-    if (no_small_o.empty()) {
-      return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel");
-    }
-    if (no_1x1.empty() || no_unfold.empty()) {
-      if (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1) return gemm;
-      (no_1x1.empty() ? no_1x1 : no_unfold) =
-          "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
-    }
-    return direct_config(
-        p, dev, algo,
-        "generic direct kernel (1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold + ")");
-  };
-  ConvConfig own = own_auto();
-  if (!request.cudnn_in_auto) return own;
-  if (!no_cudnn.empty()) {
-    own.reason += "; not cuDNN: " + no_cudnn;
-    return own;
-  }
-  if (!auto_prefers_cudnn(p, own)) {
-    own.reason += std::string("; not cuDNN: the own ") + path_name(own.path) +
-                  " path is as fast or faster here (docs/perf.md)";
-    return own;
-  }
-  cudnn.reason = std::string("cuDNN: faster than the own ") + path_name(own.path) +
-                 " path here (docs/perf.md)";
-  return cudnn;
 }
 
 // ---- GEMM operands ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 // Engines: cuDNN's heuristic candidates without nondeterministic, down-converting or
 // reduced-precision engines (and without TF32 for f32 inputs); the top few timed
 // on the first call of a shape outside stream capture, the fastest cached.
-// When it wins: auto_prefers_cudnn in conv_config.h. Without GEMMKIT_WITH_CUDNN every function
+// When it wins: auto_prefers_cudnn in conv_select.h. Without GEMMKIT_WITH_CUDNN every function
 // reports that cuDNN is not built, so selection never picks it.
 #pragma once
 

@@ -1,0 +1,67 @@
+// Launcher of the implicit-GEMM convolution kernel: picks the instantiation (input dtype, output
+// dtype, input dilation or not), raises the kernel's dynamic shared memory limit once per device
+// and launches the plan's 1-D grid.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/conv/conv_dispatch.cuh"
+#include "cuda/conv/conv_implicit_gemm.cuh"
+#include "cuda/conv/conv_implicit_gemm.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+namespace {
+
+// The kernel's dynamic shared memory limit and carveout are per device: one bit per device index
+// set once they were raised (devices >= 64 set them on every launch; it is idempotent).
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, int64_t bytes, std::atomic<uint64_t>& done) {
+  int device = 0;
+  GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+  GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+  // The largest shared-memory carveout, so that two CTAs (2 x ~100 KiB) share an SM.
+  GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
+  done.fetch_or(bit, std::memory_order_acq_rel);
+}
+
+template <typename T, typename TOut, bool kInputDilation>
+void launch_typed(const detail::ConvProblem& p, const ImplicitGemmPlan& plan, cudaStream_t stream) {
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = conv_implicit_gemm_kernel<T, TOut, kInputDilation>;
+  allow_shared_memory(kernel, plan.smem_bytes, smem_set);
+  kernel<<<dim3(plan.grid.x, 1, 1), plan.block, static_cast<size_t>(plan.smem_bytes), stream>>>(
+      plan, static_cast<const T*>(p.x.data), static_cast<const T*>(p.weight.data),
+      p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr, static_cast<TOut*>(p.out.data));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_conv_implicit_gemm(const detail::ConvProblem& p, const ImplicitGemmPlan& plan,
+                               cudaStream_t stream) {
+  if (plan.grid.x == 0 || plan.block != kImplicitThreads || plan.smem_bytes != kImplicitSmemBytes) {
+    throw Error("gemmkit::conv: internal error: implicit-GEMM plan with grid " +
+                std::to_string(plan.grid.x) + ", block " + std::to_string(plan.block) + ", smem " +
+                std::to_string(plan.smem_bytes));
+  }
+  dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+    using T = typename decltype(in_tag)::type;
+    using TOut = typename decltype(out_tag)::type;
+    if constexpr (std::is_same_v<T, float>) {
+      throw Error("gemmkit::conv: internal error: implicit-GEMM kernel with f32 x");
+    } else if (plan.input_dilation) {
+      launch_typed<T, TOut, true>(p, plan, stream);
+    } else {
+      launch_typed<T, TOut, false>(p, plan, stream);
+    }
+  });
+}
+
+}  // namespace gemmkit::cuda::conv_impl

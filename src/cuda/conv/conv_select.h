@@ -1,0 +1,167 @@
+// Path selection of the CUDA convolution: select_conv_config(problem, device, request) -> config,
+// pure and header-only (no CUDA header), so the host unit tests call it on CPU-only machines.
+// The paths' own eligibility, geometry and workspace rules live in conv_config.h (and, for the
+// implicit GEMM, conv_implicit_config.h); this header only orders them and decides between the
+// own paths and cuDNN (auto_prefers_cudnn). GEMMKIT_LOG=1 prints the choice and its reason.
+#pragma once
+
+#include <string>
+
+#include "cuda/conv/conv_config.h"
+#include "cuda/conv/conv_implicit_config.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+// auto takes the implicit-GEMM kernel over unfold + GEMM when at least this share of its tiles'
+// MMA work is useful (tails of M, N, K, input-dilation holes): below it, e.g. o = 3, most of a
+// tile would multiply zeros. (A grid below one wave does not count against it: the unfold's
+// GEMM would not fill the machine either.)
+constexpr double kImplicitMinEfficiency = 0.25;
+
+// The ConvConfig of the implicit path (the kernel's own plan is recomputed by the launcher from
+// the same pure function): grid, block and shared memory for logs and limit checks.
+inline ConvConfig implicit_config(const detail::ConvProblem&, const ImplicitGemmPlan& plan,
+                                  const std::string& algo, const std::string& reason) {
+  ConvConfig c;
+  c.path = ConvPath::implicit_gemm;
+  c.algo = algo;
+  c.reason = reason + ": " + to_string(plan);
+  c.block = plan.block;
+  c.grid = plan.grid;
+  c.grid_cap = plan.grid.x;
+  c.smem_bytes = plan.smem_bytes;
+  return c;
+}
+
+// Whether auto takes cuDNN over the own path `own` that it would pick otherwise. From the H200
+// measurements of docs/perf.md (conv tables, own paths vs cuDNN in the same run): the 1x1 GEMM
+// path takes 0.62-1.01x cuDNN's time, the 1-D depthwise kernel 0.07x (mamba causal conv1d) and
+// the tensor-core small-o kernel 0.71x (VAE conv_out); cuDNN is faster on every unfold_gemm row,
+// on 2-D depthwise (2.3-3x) and on the CUDA-core small-o kernel. Retune here when either side
+// changes.
+inline bool auto_prefers_cudnn(const detail::ConvProblem& p, const ConvConfig& own) {
+  if (own.path == ConvPath::gemm_1x1) return false;
+  if (own.path == ConvPath::small_o && own.small_o.mma) return false;
+  const bool depthwise = p.groups == p.in_channels && p.in_channels_per_group == 1;
+  return !(depthwise && p.spatial == 1);
+}
+
+// ---- Selection --------------------------------------------------------------------------------
+
+inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                     const ConvRequest& request) {
+  const std::string& algo = request.algo;
+  if (!is_known_algo(algo)) {
+    detail::fail(kOp, request.algo_origin, "'" + algo + "': must be one of " + kAlgoNames);
+  }
+  const auto cannot = [&](const std::string& why) {
+    detail::fail(kOp, request.algo_origin, "'" + algo + "': cannot serve this problem: " + why);
+  };
+  const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
+  ConvConfig cudnn;
+  cudnn.path = ConvPath::cudnn;
+  cudnn.algo = algo;
+  const std::string no_cudnn = why_not_cudnn(p, dev, budget, cudnn);
+  if (algo == "cudnn") {
+    if (!no_cudnn.empty()) cannot(no_cudnn);
+    cudnn.reason = "algo 'cudnn' requested";
+    return cudnn;
+  }
+  if (algo == "reference") {
+    return direct_config(p, dev, algo, "algo 'reference' forces the generic direct kernel");
+  }
+
+  const std::string no_depthwise = why_not_depthwise(p);
+  if (algo == "depthwise") {
+    if (!no_depthwise.empty()) cannot(no_depthwise);
+    return depthwise_config(p, dev, algo, "algo 'depthwise' requested");
+  }
+  const std::string no_small_o = why_not_small_o(p);
+  if (algo == "direct") {
+    if (no_depthwise.empty())
+      return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
+    if (no_small_o.empty())
+      return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)");
+    return direct_config(p, dev, algo,
+                         "algo 'direct': generic direct kernel (depthwise: " + no_depthwise +
+                             "; small-o: " + no_small_o + ")");
+  }
+
+  ConvConfig gemm;
+  gemm.algo = algo;
+  std::string no_1x1 = why_not_gemm_1x1(p, dev, budget, gemm);
+  if (no_1x1.empty()) {
+    gemm.path = ConvPath::gemm_1x1;
+    gemm.reason = "1x1 kernel, stride 1, no padding: x is the GEMM operand (no unfold)";
+  }
+  std::string no_unfold;
+  if (!no_1x1.empty()) {
+    gemm = ConvConfig{};
+    gemm.algo = algo;
+    no_unfold = why_not_unfold(p, dev, budget, gemm);
+    if (no_unfold.empty()) {
+      gemm.path = ConvPath::unfold_gemm;
+      gemm.reason = "unfold + cuBLASLt GEMM in " + std::to_string(gemm.chunks) + " chunk(s) of " +
+                    std::to_string(gemm.chunk_rows) + " output rows";
+    }
+  }
+  const std::string no_implicit = why_not_implicit_gemm(p, dev);
+  const ImplicitGemmPlan implicit =
+      no_implicit.empty() ? implicit_gemm_plan(p, dev) : ImplicitGemmPlan{};
+  std::string no_unfold_prefix;
+  if (algo == "implicit") {
+    if (!no_implicit.empty()) cannot(no_implicit);
+    return implicit_config(p, implicit, algo, "algo 'implicit' requested");
+  }
+  if (algo == "gemm") {
+    if (!no_1x1.empty() && !no_unfold.empty()) {
+      cannot("1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold);
+    }
+    gemm.reason = "algo 'gemm': " + gemm.reason;
+    return gemm;
+  }
+
+  // auto: the own path that fits, then cuDNN instead where it is faster.
+  const auto own_auto = [&]() -> ConvConfig {
+    if (no_depthwise.empty()) {
+      return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
+    }
+    if (no_small_o.empty()) {
+      return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel");
+    }
+    if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
+    if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
+      return implicit_config(p, implicit, algo, "implicit GEMM (no unfold, no workspace)");
+    }
+    if (!no_implicit.empty()) {
+      no_unfold_prefix = "implicit GEMM: " + no_implicit + "; ";
+    } else {
+      no_unfold_prefix = "implicit GEMM: " + std::to_string(implicit.tile_efficiency) +
+                         " of its tiles' MMA work useful; ";
+    }
+    if (no_1x1.empty() || no_unfold.empty()) {
+      if (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1) return gemm;
+      (no_1x1.empty() ? no_1x1 : no_unfold) =
+          "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
+    }
+    return direct_config(p, dev, algo,
+                         "generic direct kernel (" + no_unfold_prefix + "1x1 GEMM: " + no_1x1 +
+                             "; unfold + GEMM: " + no_unfold + ")");
+  };
+  ConvConfig own = own_auto();
+  if (!request.cudnn_in_auto) return own;
+  if (!no_cudnn.empty()) {
+    own.reason += "; not cuDNN: " + no_cudnn;
+    return own;
+  }
+  if (!auto_prefers_cudnn(p, own)) {
+    own.reason += std::string("; not cuDNN: the own ") + path_name(own.path) +
+                  " path is as fast or faster here (docs/perf.md)";
+    return own;
+  }
+  cudnn.reason = std::string("cuDNN: faster than the own ") + path_name(own.path) +
+                 " path here (docs/perf.md)";
+  return cudnn;
+}
+
+}  // namespace gemmkit::cuda::conv_impl
