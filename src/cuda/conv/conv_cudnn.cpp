@@ -55,7 +55,7 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 constexpr int kMaxCandidates = 8;  // engine configurations built and timed per shape
-constexpr int kTuneRuns = 3;       // timed runs per candidate, after one warm-up
+constexpr int kTuneRuns = 10;      // timed runs per candidate, after one warm-up (10: 10 us rows)
 constexpr int kMaxNotes = 32;      // more than cuDNN 9 defines
 // Alignment told to cuDNN: the largest any engine asks about.
 constexpr int kMaxTensorAlignment = 16;
