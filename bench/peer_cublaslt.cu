@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bench/peer.h"
+#include "src/cuda/common/cublaslt.h"
 
 namespace gemmkit::bench {
 namespace {
@@ -27,18 +28,6 @@ void check(cublasStatus_t status, const char* what) {
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(status));
-}
-
-cudaDataType_t cuda_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::f32:
-      return CUDA_R_32F;
-  }
-  throw Error("cuBLASLt peer: unknown dtype");
 }
 
 class CublasLtPeer final : public LinearPeer {
@@ -72,8 +61,8 @@ class CublasLtPeer final : public LinearPeer {
                Stream /*stream*/) override {
     release_descriptors();
     has_bias_ = row.bias;
-    const cudaDataType_t in_type = cuda_type(row.dtype);
-    const cudaDataType_t out_type = cuda_type(row.out_dtype);
+    const cudaDataType_t in_type = gemmkit::cuda::cublas_data_type(row.dtype);
+    const cudaDataType_t out_type = gemmkit::cuda::cublas_data_type(row.out_dtype);
     const auto rows = [](int64_t value) { return static_cast<uint64_t>(value); };
 
     check(cublasLtMatmulDescCreate(&matmul_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench/peer.h"
+#include "src/cuda/common/cudnn_types.h"
 
 namespace gemmkit::bench {
 namespace {
@@ -28,18 +29,6 @@ void check(cudnnStatus_t status, const char* what) {
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(status));
-}
-
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-  }
-  throw Error("cuDNN peer: unknown dtype");
 }
 
 int to_int(int64_t value, const char* what) {
@@ -100,7 +89,7 @@ class CudnnConvPeer final : public ConvPeer {
       dilation.push_back(to_int(row.kdil[d], "kernel dilation"));
     }
     const int spatial = static_cast<int>(in.size());
-    const cudnnDataType_t type = cudnn_type(row.dtype);
+    const cudnnDataType_t type = gemmkit::cuda::cudnn_data_type(row.dtype);
 
     // Dimensions are given in NCHW order; the NHWC format sets the strides.
     std::vector<int> x_dims{to_int(row.n, "batch"), to_int(row.c, "channels")};

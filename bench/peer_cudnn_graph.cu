@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/peer.h"
+#include "src/cuda/common/cudnn_types.h"
 
 namespace gemmkit::bench {
 namespace {
@@ -101,18 +102,6 @@ Descriptor make_tensor(int64_t uid, cudnnDataType_t type, const std::vector<int6
   return tensor;
 }
 
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-  }
-  throw Error("cuDNN graph peer: unknown dtype");
-}
-
 bool verbose() {
   const char* value = std::getenv("GEMMKIT_BENCH_VERBOSE");
   return value && *value == '1';
@@ -151,7 +140,7 @@ class CudnnGraphConvPeer final : public ConvPeer {
   void prepare(const ConvRow& row, const ConvOperands& operands, Stream stream) override {
     release_plan();
     check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-    const cudnnDataType_t type = cudnn_type(row.dtype);
+    const cudnnDataType_t type = gemmkit::cuda::cudnn_data_type(row.dtype);
 
     // cuDNN wants at least 2 spatial dims: a 1-D conv gets a leading unit dim.
     const bool one_d = row.spatial_dims() == 1;

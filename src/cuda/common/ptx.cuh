@@ -1,10 +1,14 @@
-// Thin wrappers over the sm_90 PTX the kernels use: mbarriers, bulk tensor copies (TMA),
-// programmatic dependent launch, and thread-block-cluster shared memory. Device code only.
+// Thin wrappers over the PTX the kernels use: mbarriers, bulk tensor copies (TMA),
+// programmatic dependent launch, thread-block-cluster shared memory (sm_90), ldmatrix and the
+// m16n8k16 tensor-core MMA. Device code only.
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace gemmkit::cuda::ptx {
 
@@ -122,6 +126,28 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) 
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(address));
+}
+
+// ---- Tensor-core MMA ----------------------------------------------------------------------------
+// d += a * b for one mma.sync m16n8k16 with fp32 accumulators; T (__nv_bfloat16 or __half) is the
+// type of the pairs the A fragment (a) and B fragment (b0, b1) registers hold.
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "bf16 or f16");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
 }
 
 }  // namespace gemmkit::cuda::ptx

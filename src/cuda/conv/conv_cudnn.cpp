@@ -27,6 +27,7 @@
 
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/cudnn_types.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_launch.h"
 #endif
@@ -149,19 +150,6 @@ bool is_capturing(cudaStream_t stream) {
 
 // ---- The problem as cuDNN sees it -------------------------------------------------------------
 
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-  }
-  throw Error("gemmkit::conv: cuDNN path: dtype value " + std::to_string(static_cast<int>(dtype)) +
-              " is not one of bf16, f16, f32");
-}
-
 struct TensorView {
   std::vector<int64_t> dims, strides;  // cuDNN order: (n or o, channels, spatial...)
   DType dtype = DType::f32;
@@ -255,7 +243,7 @@ PlanKey plan_key(int device, const CudnnProblem& q, int64_t engine_budget) {
 
 Descriptor make_tensor(int64_t uid, const TensorView& t) {
   Descriptor d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t type = cudnn_type(t.dtype);
+  const cudnnDataType_t type = cudnn_data_type(t.dtype);
   const auto count = static_cast<int64_t>(t.dims.size());
   d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type);
   d.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, t.dims.data(), count);

@@ -141,6 +141,19 @@ inline ConvGeometry normalize(const detail::ConvProblem& p) {
   return g;
 }
 
+// Splits a flat row-major index over (leading, extent[0], extent[1], extent[2]) into index[] and
+// returns the leading index.
+GEMMKIT_CONV_HD int64_t unravel(const int64_t (&extent)[kDims], int64_t flat,
+                                int64_t (&index)[kDims]) {
+  int64_t rest = flat;
+  for (int d = kDims - 1; d >= 0; --d) {
+    const int64_t q = div_nonneg(rest, extent[d]);
+    index[d] = rest - q * extent[d];
+    rest = q;
+  }
+  return rest;
+}
+
 // An output position (flat index over (n, out[0], out[1], out[2]), row-major) as coordinates.
 struct OutCoord {
   int64_t n = 0;
@@ -149,13 +162,7 @@ struct OutCoord {
 
 GEMMKIT_CONV_HD OutCoord decode_position(const ConvGeometry& g, int64_t position) {
   OutCoord c;
-  int64_t rest = position;
-  for (int d = kDims - 1; d >= 0; --d) {
-    const int64_t q = div_nonneg(rest, g.out[d]);
-    c.d[d] = rest - q * g.out[d];
-    rest = q;
-  }
-  c.n = rest;
+  c.n = unravel(g.out, position, c.d);
   return c;
 }
 
@@ -166,12 +173,7 @@ struct Tap {
 
 GEMMKIT_CONV_HD Tap decode_tap(const ConvGeometry& g, int64_t tap) {
   Tap t;
-  int64_t rest = tap;
-  for (int d = kDims - 1; d >= 0; --d) {
-    const int64_t q = div_nonneg(rest, g.kernel[d]);
-    t.d[d] = rest - q * g.kernel[d];
-    rest = q;
-  }
+  unravel(g.kernel, tap, t.d);
   return t;
 }
 

@@ -44,15 +44,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/ptx.cuh"
 #include "cuda/conv/conv_dtype.cuh"
 #include "cuda/conv/conv_implicit_config.h"
 
 namespace gemmkit::cuda::conv_impl {
 namespace implicit_gemm {
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // 16 bytes global -> shared, asynchronous; src_bytes = 0 reads nothing and writes 16 zero bytes.
 // .ca keeps x in L1 (neighbouring taps of a tile re-read it); .cg bypasses L1 for the weight.
@@ -76,32 +73,6 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Four 8 x 8 b16 matrices; lanes 8i .. 8i + 7 give the row addresses of matrix i.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
-// d += a * b, one m16n8k16 MMA with fp32 accumulators (T = __nv_bfloat16 or __half).
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 // Two consecutive channels as one aligned store, each rounded once (round to nearest even).
@@ -139,7 +110,7 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
   int4* row_q = reinterpret_cast<int4*>(implicit_smem + kImplicitStages * kImplicitStageBytes);
   int64_t* row_x = reinterpret_cast<int64_t*>(row_q + kImplicitTileM);  // (TILE_M)
   int64_t* row_out = row_x + kImplicitTileM;                            // (TILE_M)
-  const uint32_t smem0 = shared_address(implicit_smem);
+  const uint32_t smem0 = ptx::smem_address(implicit_smem);
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
@@ -231,12 +202,12 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
         uint32_t bf[kMmaN][2];
 #pragma unroll
         for (int mt = 0; mt < kMmaM; ++mt) {
-          ldmatrix_x4(af[mt], a_stage + a_lane + mt * 16 * kRowBytes + (a_slot ^ (ks << 5)));
+          ptx::ldmatrix_x4(af[mt], a_stage + a_lane + mt * 16 * kRowBytes + (a_slot ^ (ks << 5)));
         }
 #pragma unroll
         for (int np = 0; np < kMmaN / 2; ++np) {
           uint32_t r[4];
-          ldmatrix_x4(r, b_stage + b_lane + np * 16 * kRowBytes + (b_slot ^ (ks << 5)));
+          ptx::ldmatrix_x4(r, b_stage + b_lane + np * 16 * kRowBytes + (b_slot ^ (ks << 5)));
           bf[2 * np][0] = r[0];
           bf[2 * np][1] = r[1];
           bf[2 * np + 1][0] = r[2];
@@ -246,7 +217,7 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
         for (int mt = 0; mt < kMmaM; ++mt) {
 #pragma unroll
           for (int nt = 0; nt < kMmaN; ++nt)
-            mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+            ptx::mma_m16n8k16<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
         }
       }
       compute_stage = compute_stage == kImplicitStages - 1 ? 0 : compute_stage + 1;

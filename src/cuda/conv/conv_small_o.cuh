@@ -46,6 +46,7 @@
 
 #include <type_traits>
 
+#include "cuda/common/ptx.cuh"
 #include "cuda/conv/conv_dtype.cuh"
 #include "cuda/conv/conv_geometry.h"
 
@@ -179,25 +180,6 @@ __global__ void __launch_bounds__(256, 2)
   }
 }
 
-// d += a * b for one m16n8k16 MMA with fp32 accumulators (T = __nv_bfloat16 or __half).
-template <typename T>
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 template <typename T, typename TOut>
 __global__ void __launch_bounds__(kSmallOMmaThreads, 2)
     conv_small_o_mma_kernel(const ConvGeometry g, const SmallOTiling t, const T* __restrict__ x,
@@ -299,9 +281,9 @@ __global__ void __launch_bounds__(kSmallOMmaThreads, 2)
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
               const uint32_t lo[4] = {a[mt][0].x, a[mt][1].x, a[mt][0].y, a[mt][1].y};
-              mma_m16n8k16<T>(acc[mt][j], lo, b.x, b.y);
+              ptx::mma_m16n8k16<T>(acc[mt][j], lo, b.x, b.y);
               const uint32_t hi[4] = {a[mt][0].z, a[mt][1].z, a[mt][0].w, a[mt][1].w};
-              mma_m16n8k16<T>(acc[mt][j], hi, b.z, b.w);
+              ptx::mma_m16n8k16<T>(acc[mt][j], hi, b.z, b.w);
             }
           }
         }

@@ -21,34 +21,13 @@
 
 namespace gemmkit::cuda::linear_family {
 
-template <typename T>
-struct MmaTraits;
-
-template <>
-struct MmaTraits<__nv_bfloat16> {
-  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
-                                             const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-  __device__ __forceinline__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-};
-
-template <>
-struct MmaTraits<__half> {
-  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4],
-                                             const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-  __device__ __forceinline__ static float to_float(__half v) { return __half2float(v); }
-};
+// The exact fp32 value of a 16-bit operand (bias).
+__device__ __forceinline__ float widen(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float widen(__half v) {
+  return __half2float(v);
+}
 
 // Two 16-bit values packed low-first, as the MMA operand registers hold them.
 __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) {

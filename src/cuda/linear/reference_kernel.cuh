@@ -7,6 +7,7 @@
 // the GEMMKIT_LINEAR_KERNEL=reference escape hatch, and the path for layouts TMA cannot load.
 #pragma once
 
+#include "cuda/common/ptx.cuh"
 #include "cuda/linear/canonical.cuh"
 
 namespace gemmkit::cuda::linear_family {
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(128)
         const uint32_t a[4] = {w.pair(m0 + group, kc), w.pair(m0 + group + 8, kc),
                                w.pair(m0 + group, kc + 8), w.pair(m0 + group + 8, kc + 8)};
         const uint32_t bb[2] = {x.pair(n0 + group, kc), x.pair(n0 + group, kc + 8)};
-        MmaTraits<T>::mma(partial, a, bb);
+        ptx::mma_m16n8k16<T>(partial, a, bb[0], bb[1]);
       }
       const bool first_in_group = s % kGroupSlices == 0;
       for (int i = 0; i < 4; ++i)
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(128)
       const int64_t col = n0 + thread_in_group * 2 + (i & 1);  // batch row
       if (row >= w.rows || col >= x.rows) continue;
       float value = total[i];
-      if (bias != nullptr) value += MmaTraits<T>::to_float(bias[row * bias_stride]);
+      if (bias != nullptr) value += widen(bias[row * bias_stride]);
       store_output(out, col * out_row_stride + row * out_col_stride, value);
     }
   }

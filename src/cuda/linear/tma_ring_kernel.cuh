@@ -69,7 +69,8 @@ __device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int la
     uint32_t a[4];
     ptx::ldmatrix_x4(a, w_half + row * kRingRowBytes + (chunk << 4));
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) MmaTraits<__nv_bfloat16>::mma(acc[mt][nt], a, b[nt]);
+    for (int nt = 0; nt < kNT; ++nt)
+      ptx::mma_m16n8k16<__nv_bfloat16>(acc[mt][nt], a, b[nt][0], b[nt][1]);
   }
 }
 
