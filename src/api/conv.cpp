@@ -37,14 +37,77 @@ void expand(const char* op, const char* name, const std::vector<int64_t>& values
   }
 }
 
-// Shapes and parameters only (no tensors): fills every geometric field of `p`.
-void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
-                    const std::vector<int64_t>& w_shape, const ConvParams& params,
-                    detail::ConvProblem& p) {
+std::vector<int64_t> output_shape_of(const detail::ConvProblem& p) {
+  std::vector<int64_t> shape{p.batch};
+  for (int d = 0; d < p.spatial; ++d) shape.push_back(p.out_size[d]);
+  shape.push_back(p.out_channels);
+  return shape;
+}
+
+std::string describe(const detail::ConvProblem& p) {
+  std::ostringstream s;
+  const auto dims = [&](const int64_t* v) {
+    std::string r;
+    for (int d = 0; d < p.spatial; ++d) r += (d ? "x" : "") + std::to_string(v[d]);
+    return r;
+  };
+  s << "n=" << p.batch << " in=" << dims(p.in_size) << " c=" << p.in_channels
+    << " o=" << p.out_channels << " kernel=" << dims(p.kernel_size) << " stride=" << dims(p.stride)
+    << " pad=" << dims(p.padding_lo) << "/" << dims(p.padding_hi)
+    << " kdil=" << dims(p.kernel_dilation) << " idil=" << dims(p.input_dilation)
+    << " groups=" << p.groups << (p.flip ? " flip" : "") << " " << dtype_name(p.x.dtype)
+    << (p.has_bias ? " bias" : "") << " on " << p.x.device.str();
+  return s.str();
+}
+
+detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
+                                  const std::optional<Tensor>& bias, const Tensor& out,
+                                  const ConvParams& params) {
   using detail::fail;
-  using detail::format_dims;
+  if (x.rank < 3 || x.rank > 2 + detail::kMaxSpatial) {
+    fail(kOp, "x",
+         x.str() + ": has rank " + std::to_string(x.rank) +
+             "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
+  }
+  detail::check_tensor(kOp, "x", x, x.rank);
+  detail::check_tensor(kOp, "weight", weight, x.rank);
+  detail::check_tensor(kOp, "out", out, x.rank);
+  if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
+  detail::check_operand_devices_and_dtypes(kOp, x, "weight", weight, bias, out);
+
+  detail::ConvProblem p = detail::conv_geometry(kOp, x.sizes(), weight.sizes(), params);
+  if (bias && bias->shape[0] != p.out_channels) {
+    fail(kOp, "bias",
+         bias->str() + ": must have shape [" + std::to_string(p.out_channels) +
+             "] (o, weight's dim 0)");
+  }
+  const std::vector<int64_t> expected = output_shape_of(p);
+  if (out.sizes() != expected) {
+    fail(kOp, "out",
+         out.str() + ": must have shape " + detail::format_dims(expected) +
+             " (n, out_spatial..., o)");
+  }
+  detail::check_non_overlapping(kOp, "out", out);
+  detail::check_disjoint(kOp, "out", out, "x", x);
+  detail::check_disjoint(kOp, "out", out, "weight", weight);
+  if (bias) detail::check_disjoint(kOp, "out", out, "bias", *bias);
+  p.x = x;
+  p.weight = weight;
+  p.has_bias = bias.has_value();
+  if (bias) p.bias = *bias;
+  p.out = out;
+  return p;
+}
+
+}  // namespace
+
+namespace detail {
+
+ConvProblem conv_geometry(const char* op, const std::vector<int64_t>& x_shape,
+                          const std::vector<int64_t>& w_shape, const ConvParams& params) {
+  ConvProblem p;
   const int rank = static_cast<int>(x_shape.size());
-  if (rank < 3 || rank > 2 + detail::kMaxSpatial) {
+  if (rank < 3 || rank > 2 + kMaxSpatial) {
     fail(op, "x",
          "shape " + format_dims(x_shape) + ": has rank " + std::to_string(rank) +
              "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
@@ -118,12 +181,12 @@ void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
     p.in_size[d] = x_shape[static_cast<std::size_t>(d + 1)];
     p.kernel_size[d] = w_shape[static_cast<std::size_t>(d + 1)];
     const auto what = [&] { return std::string("gemmkit::") + op + ": spatial dim " + dim; };
-    const int64_t dilated_in = detail::checked_add(
-        detail::checked_mul(p.in_size[d] - 1, p.input_dilation[d], what), 1, what);
-    const int64_t padded = detail::checked_add(
-        detail::checked_add(dilated_in, p.padding_lo[d], what), p.padding_hi[d], what);
-    const int64_t kernel_extent = detail::checked_add(
-        detail::checked_mul(p.kernel_size[d] - 1, p.kernel_dilation[d], what), 1, what);
+    const int64_t dilated_in =
+        checked_add(checked_mul(p.in_size[d] - 1, p.input_dilation[d], what), 1, what);
+    const int64_t padded =
+        checked_add(checked_add(dilated_in, p.padding_lo[d], what), p.padding_hi[d], what);
+    const int64_t kernel_extent =
+        checked_add(checked_mul(p.kernel_size[d] - 1, p.kernel_dilation[d], what), 1, what);
     if (padded < kernel_extent) {
       fail(op, "spatial dim " + dim,
            "has dilated, padded input size " + std::to_string(padded) +
@@ -135,101 +198,22 @@ void build_geometry(const char* op, const std::vector<int64_t>& x_shape,
   }
   int64_t positions = p.batch;
   for (int d = 0; d < spatial; ++d) {
-    positions = detail::checked_mul(positions, p.out_size[d], [&] {
+    positions = checked_mul(positions, p.out_size[d], [&] {
       return std::string("gemmkit::") + op + ": output element count";
     });
   }
-  detail::checked_mul(positions, p.out_channels,
-                      [&] { return std::string("gemmkit::") + op + ": output element count"; });
-}
-
-std::vector<int64_t> output_shape_of(const detail::ConvProblem& p) {
-  std::vector<int64_t> shape{p.batch};
-  for (int d = 0; d < p.spatial; ++d) shape.push_back(p.out_size[d]);
-  shape.push_back(p.out_channels);
-  return shape;
-}
-
-std::string describe(const detail::ConvProblem& p) {
-  std::ostringstream s;
-  const auto dims = [&](const int64_t* v) {
-    std::string r;
-    for (int d = 0; d < p.spatial; ++d) r += (d ? "x" : "") + std::to_string(v[d]);
-    return r;
-  };
-  s << "n=" << p.batch << " in=" << dims(p.in_size) << " c=" << p.in_channels
-    << " o=" << p.out_channels << " kernel=" << dims(p.kernel_size) << " stride=" << dims(p.stride)
-    << " pad=" << dims(p.padding_lo) << "/" << dims(p.padding_hi)
-    << " kdil=" << dims(p.kernel_dilation) << " idil=" << dims(p.input_dilation)
-    << " groups=" << p.groups << (p.flip ? " flip" : "") << " " << dtype_name(p.x.dtype)
-    << (p.has_bias ? " bias" : "") << " on " << p.x.device.str();
-  return s.str();
-}
-
-detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
-                                  const std::optional<Tensor>& bias, const Tensor& out,
-                                  const ConvParams& params) {
-  using detail::fail;
-  if (x.rank < 3 || x.rank > 2 + detail::kMaxSpatial) {
-    fail(kOp, "x",
-         x.str() + ": has rank " + std::to_string(x.rank) +
-             "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
-  }
-  detail::check_tensor(kOp, "x", x, x.rank);
-  detail::check_tensor(kOp, "weight", weight, x.rank);
-  detail::check_tensor(kOp, "out", out, x.rank);
-  if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
-  detail::check_same_device(kOp, "weight", weight, "x", x);
-  detail::check_same_device(kOp, "out", out, "x", x);
-  if (bias) detail::check_same_device(kOp, "bias", *bias, "x", x);
-  if (weight.dtype != x.dtype) {
-    fail(kOp, "weight",
-         std::string("dtype ") + dtype_name(weight.dtype) + ": must equal x's dtype " +
-             dtype_name(x.dtype));
-  }
-  if (bias && bias->dtype != x.dtype) {
-    fail(kOp, "bias",
-         std::string("dtype ") + dtype_name(bias->dtype) + ": must equal x's dtype " +
-             dtype_name(x.dtype));
-  }
-  if (out.dtype != x.dtype && out.dtype != DType::f32) {
-    fail(kOp, "out",
-         std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
-             dtype_name(x.dtype) + " or f32");
-  }
-
-  detail::ConvProblem p;
-  build_geometry(kOp, x.sizes(), weight.sizes(), params, p);
-  if (bias && bias->shape[0] != p.out_channels) {
-    fail(kOp, "bias",
-         bias->str() + ": must have shape [" + std::to_string(p.out_channels) +
-             "] (o, weight's dim 0)");
-  }
-  const std::vector<int64_t> expected = output_shape_of(p);
-  if (out.sizes() != expected) {
-    fail(kOp, "out",
-         out.str() + ": must have shape " + detail::format_dims(expected) +
-             " (n, out_spatial..., o)");
-  }
-  detail::check_non_overlapping(kOp, "out", out);
-  detail::check_disjoint(kOp, "out", out, "x", x);
-  detail::check_disjoint(kOp, "out", out, "weight", weight);
-  if (bias) detail::check_disjoint(kOp, "out", out, "bias", *bias);
-  p.x = x;
-  p.weight = weight;
-  p.has_bias = bias.has_value();
-  if (bias) p.bias = *bias;
-  p.out = out;
+  checked_mul(positions, p.out_channels,
+              [&] { return std::string("gemmkit::") + op + ": output element count"; });
   return p;
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<int64_t> conv_output_shape(const std::vector<int64_t>& x_shape,
                                        const std::vector<int64_t>& weight_shape,
                                        const ConvParams& params) {
-  detail::ConvProblem p;
-  build_geometry("conv_output_shape", x_shape, weight_shape, params, p);
+  const detail::ConvProblem p =
+      detail::conv_geometry("conv_output_shape", x_shape, weight_shape, params);
   return output_shape_of(p);
 }
 

@@ -23,25 +23,7 @@ detail::LinearProblem validate_linear(const Tensor& x, const Tensor& w,
   detail::check_tensor(kOp, "out", out, 2);
   if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
 
-  detail::check_same_device(kOp, "w", w, "x", x);
-  detail::check_same_device(kOp, "out", out, "x", x);
-  if (bias) detail::check_same_device(kOp, "bias", *bias, "x", x);
-
-  if (w.dtype != x.dtype) {
-    fail(kOp, "w",
-         std::string("dtype ") + dtype_name(w.dtype) + ": must equal x's dtype " +
-             dtype_name(x.dtype));
-  }
-  if (bias && bias->dtype != x.dtype) {
-    fail(kOp, "bias",
-         std::string("dtype ") + dtype_name(bias->dtype) + ": must equal x's dtype " +
-             dtype_name(x.dtype));
-  }
-  if (out.dtype != x.dtype && out.dtype != DType::f32) {
-    fail(kOp, "out",
-         std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
-             dtype_name(x.dtype) + " or f32");
-  }
+  detail::check_operand_devices_and_dtypes(kOp, x, "w", w, bias, out);
   if (w.shape[1] != x.shape[1]) {
     fail(kOp, "w",
          w.str() + ": w[m, k] must have k = " + std::to_string(x.shape[1]) + " (x's dim 1)");

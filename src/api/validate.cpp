@@ -121,6 +121,29 @@ void check_same_device(const char* op, const char* name, const Tensor& t, const 
   }
 }
 
+void check_operand_devices_and_dtypes(const char* op, const Tensor& x, const char* weight_name,
+                                      const Tensor& weight, const std::optional<Tensor>& bias,
+                                      const Tensor& out) {
+  check_same_device(op, weight_name, weight, "x", x);
+  check_same_device(op, "out", out, "x", x);
+  if (bias) check_same_device(op, "bias", *bias, "x", x);
+  if (weight.dtype != x.dtype) {
+    fail(op, weight_name,
+         std::string("dtype ") + dtype_name(weight.dtype) + ": must equal x's dtype " +
+             dtype_name(x.dtype));
+  }
+  if (bias && bias->dtype != x.dtype) {
+    fail(op, "bias",
+         std::string("dtype ") + dtype_name(bias->dtype) + ": must equal x's dtype " +
+             dtype_name(x.dtype));
+  }
+  if (out.dtype != x.dtype && out.dtype != DType::f32) {
+    fail(op, "out",
+         std::string("dtype ") + dtype_name(out.dtype) + ": must be x's dtype " +
+             dtype_name(x.dtype) + " or f32");
+  }
+}
+
 const std::string& env_setting(const char* name) {
   static std::mutex mutex;
   static std::map<std::string, std::string> cache;

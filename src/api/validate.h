@@ -2,8 +2,11 @@
 // message reads "<op>: <argument> <value>: <rule>".
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "common/problems.h"
 #include "gemmkit/gemmkit.h"
 
 namespace gemmkit::detail {
@@ -20,6 +23,16 @@ void check_disjoint(const char* op, const char* out_name, const Tensor& out, con
                     const Tensor& input);
 void check_same_device(const char* op, const char* name, const Tensor& t, const char* ref_name,
                        const Tensor& ref);
+// A conv problem's geometric fields (spatial rank, sizes, channels, groups, every parameter
+// expanded to one value per spatial dim, output sizes) from shapes and parameters, with the
+// checks conv() makes on them (Error naming `op`); no tensors are set.
+ConvProblem conv_geometry(const char* op, const std::vector<int64_t>& x_shape,
+                          const std::vector<int64_t>& w_shape, const ConvParams& params);
+// The operands of a call share x's device, and its dtype rules: the weight (named `weight_name`)
+// and the bias in x's dtype, out in x's dtype or f32.
+void check_operand_devices_and_dtypes(const char* op, const Tensor& x, const char* weight_name,
+                                      const Tensor& weight, const std::optional<Tensor>& bias,
+                                      const Tensor& out);
 // Reads an environment variable once per process (GEMMKIT_* only).
 const std::string& env_setting(const char* name);
 

@@ -17,10 +17,11 @@
 
 namespace gemmkit::cuda {
 
-namespace {
+namespace conv_impl {
 
-conv_impl::DeviceDescription describe_device(const DeviceProperties& props) {
-  conv_impl::DeviceDescription d;
+DeviceDescription describe_device(int device) {
+  const DeviceProperties& props = device_properties(device);  // a clear Error if it is absent
+  DeviceDescription d;
   d.sm_major = props.sm_major;
   d.sm_minor = props.sm_minor;
   d.multiprocessors = props.multiprocessors;
@@ -28,18 +29,18 @@ conv_impl::DeviceDescription describe_device(const DeviceProperties& props) {
   d.max_grid_y = props.max_grid_y;
   d.max_grid_z = props.max_grid_z;
   d.shared_per_block_optin = props.shared_per_block_optin;
-  d.cudnn_why_not = conv_impl::cudnn_unavailable_reason();
+  d.cudnn_why_not = cudnn_unavailable_reason();
   d.cudnn = d.cudnn_why_not.empty();
   return d;
 }
 
-}  // namespace
+}  // namespace conv_impl
 
 void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream stream,
           CallInfo& info) {
   using namespace conv_impl;
   const int device = problem.x.device.index;
-  const DeviceDescription dev = describe_device(device_properties(device));  // Error if absent
+  const DeviceDescription dev = describe_device(device);  // Error if absent
   DeviceGuard guard(device);
   const ConvRequest request = resolve_request(
       options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
@@ -95,7 +96,7 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
                           config.block, config.smem_bytes, s);
       break;
     case ConvPath::implicit_gemm:
-      launch_conv_implicit_gemm(problem, implicit_gemm_plan(problem, dev), s);
+      launch_conv_implicit_gemm(problem, config.implicit, s);
       break;
     case ConvPath::gemm_1x1:
     case ConvPath::unfold_gemm:

@@ -21,6 +21,7 @@
 #include "api/validate.h"
 #include "common/problems.h"
 #include "cuda/conv/conv_geometry.h"
+#include "cuda/conv/conv_implicit_plan.h"
 
 namespace gemmkit::cuda::conv_impl {
 
@@ -148,6 +149,7 @@ struct ConvConfig {
   int64_t smem_bytes = 0;  // dynamic shared memory of the main kernel
   DepthwiseTiling depthwise;
   SmallOTiling small_o;
+  ImplicitGemmPlan implicit;
 
   // GEMM paths.
   int64_t workspace_budget = 0;     // bytes this call may use
@@ -256,6 +258,15 @@ inline int64_t channel_stride(const Tensor& t) {
   return t.strides[t.rank - 1];
 }
 
+// Whether every stride of t but the last (channels) is a multiple of v elements, dims of size 1
+// aside: vectors of v channels then start at multiples of v at every position.
+inline bool outer_strides_multiple_of(const Tensor& t, int64_t v) {
+  for (int i = 0; i + 1 < t.rank; ++i) {
+    if (t.shape[i] != 1 && t.strides[i] % v != 0) return false;
+  }
+  return true;
+}
+
 inline std::string why_not_depthwise(const detail::ConvProblem& p) {
   if (p.groups != p.in_channels || p.in_channels_per_group != 1) {
     return "groups (" + std::to_string(p.groups) + ") != c (" + std::to_string(p.in_channels) + ")";
@@ -273,21 +284,22 @@ inline int64_t small_o_weight_bytes(const detail::ConvProblem& p) {
   return p.out_channels * p.kernel_positions() * p.in_channels * elem_size(p.x.dtype);
 }
 
+// Whether the tensor-core small-o kernel serves p: 16-bit x read as 8-channel (16-byte) vectors
+// (what vector_width_for allows) and a geometry plan_small_o_mma accepts; fills its tiling.
+inline bool small_o_mma_fits(const detail::ConvProblem& p, SmallOTiling& t) {
+  return p.x.dtype != DType::f32 && channel_stride(p.x) == 1 && p.in_channels % 8 == 0 &&
+         pointer_alignment(p.x.data) >= 16 && outer_strides_multiple_of(p.x, 8) &&
+         plan_small_o_mma(normalize(p), kMaxKernelSmem, t).empty();
+}
+
 inline std::string why_not_small_o(const detail::ConvProblem& p) {
   if (p.out_channels > kSmallOMax) {
     return "o = " + std::to_string(p.out_channels) + " > " + std::to_string(kSmallOMax);
   }
   if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
-  // The tensor-core kernel: 16-bit x read as 8-channel (16-byte) vectors (vector_width_for).
-  bool mma_fits =
-      p.x.dtype != DType::f32 && p.in_channels % 8 == 0 && pointer_alignment(p.x.data) >= 16;
-  for (int i = 0; i + 1 < p.x.rank; ++i) {
-    mma_fits = mma_fits && (p.x.strides[i] % 8 == 0 || p.x.shape[i] == 1);
-  }
   SmallOTiling mma;
-  mma_fits = mma_fits && plan_small_o_mma(normalize(p), kMaxKernelSmem, mma).empty();
-  if (!mma_fits && small_o_weight_bytes(p) > kMaxKernelSmem) {
+  if (!small_o_mma_fits(p, mma) && small_o_weight_bytes(p) > kMaxKernelSmem) {
     return "the weight (" + std::to_string(small_o_weight_bytes(p)) + " bytes) does not fit in " +
            std::to_string(kMaxKernelSmem / 1024) + " KiB of shared memory";
   }
@@ -434,10 +446,9 @@ inline int vector_width_for(const detail::ConvProblem& p, int64_t run) {
   const int alignment = pointer_alignment(p.x.data);
   for (int64_t bytes = 16; bytes > esize; bytes /= 2) {
     const int64_t v = bytes / esize;
-    bool ok = run % v == 0 && alignment >= bytes;
-    for (int i = 0; i + 1 < p.x.rank; ++i)
-      ok = ok && (p.x.strides[i] % v == 0 || p.x.shape[i] == 1);
-    if (ok) return static_cast<int>(v);
+    if (run % v == 0 && alignment >= bytes && outer_strides_multiple_of(p.x, v)) {
+      return static_cast<int>(v);
+    }
   }
   return 1;
 }
@@ -493,12 +504,9 @@ inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDes
   const int64_t ex = elem_size(p.x.dtype), eo = elem_size(p.out.dtype);
   const int64_t taps = p.kernel_positions();
   const auto out_suits = [&](int64_t width) {
-    bool ok = p.out_channels % width == 0 &&
-              pointer_alignment(p.out.data) >= std::min<int64_t>(16, width * eo);
-    for (int i = 0; i + 1 < p.out.rank; ++i) {
-      ok = ok && (p.out.strides[i] % width == 0 || p.out.shape[i] == 1);
-    }
-    return ok;
+    return p.out_channels % width == 0 &&
+           pointer_alignment(p.out.data) >= std::min<int64_t>(16, width * eo) &&
+           outer_strides_multiple_of(p.out, width);
   };
   const auto x_suits = [&](int64_t width) {
     return p.out_channels_per_group == 1 && vector_width_for(p, width) == width;
@@ -556,8 +564,7 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
   c.vector = vector_width_for(p, p.in_channels);
   SmallOTiling& t = c.small_o;
   c.grid_cap = max_blocks(dev);
-  if (p.x.dtype != DType::f32 && c.vector == 8 &&
-      plan_small_o_mma(normalize(p), kMaxKernelSmem, t).empty()) {
+  if (small_o_mma_fits(p, t)) {
     c.block = kSmallOMmaThreads;
     c.tile = static_cast<int>(t.tile_h * t.tile_w);
     t.tiles_per_block = ceil_div(t.tiles, std::min(c.grid_cap, kMaxGridX));

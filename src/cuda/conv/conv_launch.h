@@ -6,10 +6,15 @@
 
 #include <cstdint>
 
+#include "cuda/conv/conv_config.h"
 #include "cuda/conv/conv_geometry.h"
 #include "gemmkit/gemmkit.h"
 
 namespace gemmkit::cuda::conv_impl {
+
+// What path selection needs to know about cuda:`device` (its cached properties and whether
+// cuDNN is built); throws Error for a device that does not exist.
+DeviceDescription describe_device(int device);
 
 struct ConvPointers {
   const void* x = nullptr;

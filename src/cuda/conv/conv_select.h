@@ -18,10 +18,10 @@ namespace gemmkit::cuda::conv_impl {
 // GEMM would not fill the machine either.)
 constexpr double kImplicitMinEfficiency = 0.25;
 
-// The ConvConfig of the implicit path (the kernel's own plan is recomputed by the launcher from
-// the same pure function): grid, block and shared memory for logs and limit checks.
-inline ConvConfig implicit_config(const detail::ConvProblem&, const ImplicitGemmPlan& plan,
-                                  const std::string& algo, const std::string& reason) {
+// The ConvConfig of the implicit path: the kernel's plan, and its grid, block and shared memory
+// for logs and limit checks.
+inline ConvConfig implicit_config(const ImplicitGemmPlan& plan, const std::string& algo,
+                                  const std::string& reason) {
   ConvConfig c;
   c.path = ConvPath::implicit_gemm;
   c.algo = algo;
@@ -30,6 +30,7 @@ inline ConvConfig implicit_config(const detail::ConvProblem&, const ImplicitGemm
   c.grid = plan.grid;
   c.grid_cap = plan.grid.x;
   c.smem_bytes = plan.smem_bytes;
+  c.implicit = plan;
   return c;
 }
 
@@ -111,7 +112,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   std::string no_unfold_prefix;
   if (algo == "implicit") {
     if (!no_implicit.empty()) cannot(no_implicit);
-    return implicit_config(p, implicit, algo, "algo 'implicit' requested");
+    return implicit_config(implicit, algo, "algo 'implicit' requested");
   }
   if (algo == "gemm") {
     if (!no_1x1.empty() && !no_unfold.empty()) {
@@ -131,7 +132,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     }
     if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
     if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
-      return implicit_config(p, implicit, algo, "implicit GEMM (no unfold, no workspace)");
+      return implicit_config(implicit, algo, "implicit GEMM (no unfold, no workspace)");
     }
     if (!no_implicit.empty()) {
       no_unfold_prefix = "implicit GEMM: " + no_implicit + "; ";
