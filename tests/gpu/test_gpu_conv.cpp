@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/conv_tolerance.h"
+#include "gpu/conv_test_util.h"
 #include "gpu/gpu_test_util.h"
 #include "reference_double.h"
 #ifdef GEMMKIT_WITH_CUDA
@@ -28,38 +28,19 @@ namespace gemmkit {
 namespace {
 
 using gemmkit_test::any_order;
+using gemmkit_test::DeviceTensor;
+using gemmkit_test::DtypePair;
 using gemmkit_test::expect_close_to_cpu;
 using gemmkit_test::HostTensor;
 using gemmkit_test::Layout;
+using gemmkit_test::PreparedConv;
+using gemmkit_test::to_device;
 
 const Device kGpu = Device::cuda(0);
 
-// ---- Device copies of host tensors ------------------------------------------------------
-
-struct DeviceTensor {
-  Buffer buffer;
-  Tensor view;
-};
-
-// The whole storage of `t` (gaps included) on the GPU, viewed with t's shape and strides.
-DeviceTensor to_device(const HostTensor& t) {
-  DeviceTensor d;
-  d.buffer = Buffer(t.storage.size(), kGpu);
-  d.buffer.copy_from_host(t.storage.data(), t.storage.size());
-  d.view = Tensor::strided(static_cast<char*>(d.buffer.data()) +
-                               t.offset * static_cast<int64_t>(gemmkit_test::esize(t.dtype)),
-                           t.dtype, kGpu, t.shape, t.strides);
-  return d;
-}
-
 // ---- The parameter matrix -------------------------------------------------------------------
 
-struct ConvCase {
-  std::string name;
-  std::vector<int64_t> x_shape, w_shape;
-  ConvParams params;
-  bool bias = false;
-  Layout x_layout, out_layout;
+struct ConvCase : gemmkit_test::ConvSpec {
   std::vector<std::string> algos;  // besides "auto", algos that must serve the problem
   std::string auto_kernel;         // CallInfo::kernel "auto" must pick ("" = any)
   int64_t workspace_bytes = -1;
@@ -283,10 +264,6 @@ std::vector<ConvCase> matrix() {
   return v;
 }
 
-struct DtypePair {
-  DType x, out;
-};
-
 std::string label(const ConvCase& c, const DtypePair& d, const std::string& algo) {
   return c.name + " [" + dtype_name(d.x) + " -> " + dtype_name(d.out) + ", algo " + algo + "]";
 }
@@ -332,38 +309,17 @@ void expect_auto_kernel(const CallInfo& info, const std::string& own) {
 }
 
 void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
-  HostTensor x = gemmkit_test::random_tensor(d.x, c.x_shape, seed, c.x_layout);
-  HostTensor w = gemmkit_test::random_tensor(d.x, c.w_shape, seed + 1);
-  HostTensor b = gemmkit_test::random_tensor(d.x, {c.w_shape[0]}, seed + 2);
-  const std::vector<int64_t> out_shape = conv_output_shape(c.x_shape, c.w_shape, c.params);
-  const gemmkit_test::Reference ref =
-      gemmkit_test::reference_conv(x, w, c.bias ? &b : nullptr, c.params);
-
-  // The CPU backend's result: the reference implementation of the library.
-  HostTensor cpu_out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
-  cpu_out.poison();
-  {
-    std::optional<Tensor> bias;
-    if (c.bias) bias = b.view();
-    conv(x.view(), w.view(), bias, cpu_out.view(), c.params);
-  }
-
-  const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
-  HostTensor out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
-  DeviceTensor dout = to_device(out);
+  PreparedConv prepared(c, d, seed);
   const auto run = [&](const std::string& algo, CallInfo& info) {
-    dout.buffer.fill_bytes(0xFF);  // NaN in every dtype: an unwritten element cannot pass
-    ConvOptions options;
-    options.algo = algo;
-    options.workspace_bytes = c.workspace_bytes;
-    options.info = &info;
-    std::optional<Tensor> bias;
-    if (c.bias) bias = db.view;
-    conv(dx.view, dw.view, bias, dout.view, c.params, options);
-    synchronize(kGpu);
-    HostTensor result = out;
-    dout.buffer.copy_to_host(result.storage.data(), result.storage.size());
-    return result;
+    return prepared.run([&] {
+      ConvOptions options;
+      options.algo = algo;
+      options.workspace_bytes = c.workspace_bytes;
+      options.info = &info;
+      conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
+           options);
+      synchronize(kGpu);
+    });
   };
 
   std::vector<std::string> algos{"auto"};
@@ -396,8 +352,8 @@ void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
     if (algo == "direct") {
       EXPECT_FALSE(is_gemm_kernel(info.kernel)) << info.kernel;
     }
-    if (gemmkit_test::check_output(first, any_order(ref), what) != 0) continue;
-    expect_close_to_cpu(first, cpu_out, ref, what + " vs the CPU backend");
+    if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) continue;
+    expect_close_to_cpu(first, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
     CallInfo again_info;
     const HostTensor again = run(algo, again_info);
     EXPECT_TRUE(gemmkit_test::same_bits(first, again)) << what << ": run-to-run difference";
@@ -716,34 +672,16 @@ std::vector<ConvCase> cudnn_matrix() {
 bool run_cudnn_case(const ConvCase& c, const DtypePair& d, uint64_t seed, bool tolerate_no_engine) {
   const std::string what = label(c, d, "cudnn");
   SCOPED_TRACE(what);
-  HostTensor x = gemmkit_test::random_tensor(d.x, c.x_shape, seed, c.x_layout);
-  HostTensor w = gemmkit_test::random_tensor(d.x, c.w_shape, seed + 1);
-  HostTensor b = gemmkit_test::random_tensor(d.x, {c.w_shape[0]}, seed + 2);
-  const std::vector<int64_t> out_shape = conv_output_shape(c.x_shape, c.w_shape, c.params);
-  const gemmkit_test::Reference ref =
-      gemmkit_test::reference_conv(x, w, c.bias ? &b : nullptr, c.params);
-  HostTensor cpu_out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
-  cpu_out.poison();
-  {
-    std::optional<Tensor> bias;
-    if (c.bias) bias = b.view();
-    conv(x.view(), w.view(), bias, cpu_out.view(), c.params);
-  }
-  const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
-  HostTensor out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
-  DeviceTensor dout = to_device(out);
+  PreparedConv prepared(c, d, seed);
   const auto run = [&](CallInfo& info) {
-    dout.buffer.fill_bytes(0xFF);  // NaN in every dtype
-    ConvOptions options;
-    options.algo = "cudnn";
-    options.info = &info;
-    std::optional<Tensor> bias;
-    if (c.bias) bias = db.view;
-    conv(dx.view, dw.view, bias, dout.view, c.params, options);
-    synchronize(kGpu);
-    HostTensor result = out;
-    dout.buffer.copy_to_host(result.storage.data(), result.storage.size());
-    return result;
+    return prepared.run([&] {
+      ConvOptions options;
+      options.algo = "cudnn";
+      options.info = &info;
+      conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
+           options);
+      synchronize(kGpu);
+    });
   };
   CallInfo info;
   HostTensor first;
@@ -761,8 +699,8 @@ bool run_cudnn_case(const ConvCase& c, const DtypePair& d, uint64_t seed, bool t
   }
   EXPECT_EQ(info.kernel, "cuda.conv.cudnn") << info.reason;
   EXPECT_NE(info.reason.find("cuDNN engine"), std::string::npos) << info.reason;
-  if (gemmkit_test::check_output(first, any_order(ref), what) != 0) return true;
-  expect_close_to_cpu(first, cpu_out, ref, what + " vs the CPU backend");
+  if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) return true;
+  expect_close_to_cpu(first, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
   CallInfo again_info;
   const HostTensor again = run(again_info);
   EXPECT_TRUE(gemmkit_test::same_bits(first, again)) << what << ": run-to-run difference";

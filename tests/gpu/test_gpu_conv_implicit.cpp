@@ -15,80 +15,38 @@
 #include <string>
 #include <vector>
 
-#include "gpu/conv_tolerance.h"
+#include "gpu/conv_test_util.h"
 #include "gpu/gpu_test_util.h"
 #include "reference_double.h"
 
 #ifdef GEMMKIT_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "api/validate.h"
 #include "common/problems.h"
 #include "cuda/conv/conv_implicit_config.h"
 #include "cuda/conv/conv_implicit_gemm.h"
+#include "cuda/conv/conv_launch.h"
 
 namespace gemmkit {
 namespace {
 
 using cuda::conv_impl::ImplicitGemmPlan;
 using gemmkit_test::any_order;
+using gemmkit_test::DeviceTensor;
+using gemmkit_test::DtypePair;
 using gemmkit_test::expect_close_to_cpu;
 using gemmkit_test::HostTensor;
 using gemmkit_test::Layout;
+using gemmkit_test::PreparedConv;
+using gemmkit_test::to_device;
 
 const Device kGpu = Device::cuda(0);
 
-struct DeviceTensor {
-  Buffer buffer;
-  Tensor view;
-};
-
-// The whole storage of `t` (gaps included) on the GPU, viewed with t's shape and strides.
-DeviceTensor to_device(const HostTensor& t) {
-  DeviceTensor d;
-  d.buffer = Buffer(t.storage.size(), kGpu);
-  d.buffer.copy_from_host(t.storage.data(), t.storage.size());
-  d.view = Tensor::strided(static_cast<char*>(d.buffer.data()) +
-                               t.offset * static_cast<int64_t>(gemmkit_test::esize(t.dtype)),
-                           t.dtype, kGpu, t.shape, t.strides);
-  return d;
-}
-
-cuda::conv_impl::DeviceDescription describe_gpu() {
-  cudaDeviceProp prop{};
-  EXPECT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  cuda::conv_impl::DeviceDescription d;
-  d.sm_major = prop.major;
-  d.sm_minor = prop.minor;
-  d.multiprocessors = prop.multiProcessorCount;
-  d.max_grid_x = prop.maxGridSize[0];
-  d.shared_per_block_optin = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
-  return d;
-}
-
-// The ConvProblem src/api would build for these tensors.
+// The ConvProblem src/api would build for these tensors (its geometry, then the tensors).
 detail::ConvProblem make_problem(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
                                  const Tensor& out, const ConvParams& params) {
-  detail::ConvProblem p;
-  const int spatial = x.rank - 2;
-  const gemmkit_test::ConvDims dims = gemmkit_test::expand_params(params, spatial);
-  p.spatial = spatial;
-  p.batch = x.shape[0];
-  p.in_channels = x.shape[x.rank - 1];
-  p.out_channels = w.shape[0];
-  p.groups = params.groups;
-  p.in_channels_per_group = p.in_channels / p.groups;
-  p.out_channels_per_group = p.out_channels / p.groups;
-  for (int d = 0; d < spatial; ++d) {
-    p.in_size[d] = x.shape[d + 1];
-    p.kernel_size[d] = w.shape[d + 1];
-    p.out_size[d] = out.shape[d + 1];
-    p.stride[d] = dims.stride[d];
-    p.padding_lo[d] = dims.pad_lo[d];
-    p.padding_hi[d] = dims.pad_hi[d];
-    p.kernel_dilation[d] = dims.kdil[d];
-    p.input_dilation[d] = dims.idil[d];
-  }
-  p.flip = params.flip;
+  detail::ConvProblem p = detail::conv_geometry("test", x.sizes(), w.sizes(), params);
   p.x = x;
   p.weight = w;
   p.has_bias = b.has_value();
@@ -99,7 +57,7 @@ detail::ConvProblem make_problem(const Tensor& x, const Tensor& w, const std::op
 
 // Plans (the problem must be eligible), launches on the legacy stream, waits.
 ImplicitGemmPlan plan_or_fail(const detail::ConvProblem& p) {
-  const cuda::conv_impl::DeviceDescription dev = describe_gpu();
+  const cuda::conv_impl::DeviceDescription dev = cuda::conv_impl::describe_device(0);
   const std::string why = cuda::conv_impl::why_not_implicit_gemm(p, dev);
   EXPECT_EQ(why, "");
   return cuda::conv_impl::implicit_gemm_plan(p, dev);
@@ -110,13 +68,7 @@ void launch_and_wait(const detail::ConvProblem& p, const ImplicitGemmPlan& plan)
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-struct Case {
-  std::string name;
-  std::vector<int64_t> x_shape, w_shape;
-  ConvParams params;
-  bool bias = false;
-  Layout x_layout, out_layout;
-};
+using Case = gemmkit_test::ConvSpec;
 
 Case make_case(std::string name, std::vector<int64_t> x, std::vector<int64_t> w) {
   Case c;
@@ -233,47 +185,22 @@ std::vector<Case> matrix() {
   return v;
 }
 
-struct DtypePair {
-  DType x, out;
-};
-
 // One case on one dtype pair: the double reference, the CPU backend, poisoned outputs, run-to-run
 // bits, and the same bits from a grid of 3 CTAs looping over every tile.
 void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
   const std::string what = c.name + " [" + dtype_name(d.x) + " -> " + dtype_name(d.out) + "]";
   SCOPED_TRACE(what);
-  HostTensor x = gemmkit_test::random_tensor(d.x, c.x_shape, seed, c.x_layout);
-  HostTensor w = gemmkit_test::random_tensor(d.x, c.w_shape, seed + 1);
-  HostTensor b = gemmkit_test::random_tensor(d.x, {c.w_shape[0]}, seed + 2);
-  const std::vector<int64_t> out_shape = conv_output_shape(c.x_shape, c.w_shape, c.params);
-  const gemmkit_test::Reference ref =
-      gemmkit_test::reference_conv(x, w, c.bias ? &b : nullptr, c.params);
-  HostTensor cpu_out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
-  cpu_out.poison();
-  {
-    std::optional<Tensor> bias;
-    if (c.bias) bias = b.view();
-    conv(x.view(), w.view(), bias, cpu_out.view(), c.params);
-  }
-
-  const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
-  HostTensor out = gemmkit_test::make_tensor(d.out, out_shape, c.out_layout);
-  DeviceTensor dout = to_device(out);
-  std::optional<Tensor> bias;
-  if (c.bias) bias = db.view;
-  const detail::ConvProblem p = make_problem(dx.view, dw.view, bias, dout.view, c.params);
+  PreparedConv prepared(c, d, seed);
+  const detail::ConvProblem p = make_problem(prepared.dx.view, prepared.dw.view,
+                                             prepared.device_bias, prepared.dout.view, c.params);
   const ImplicitGemmPlan plan = plan_or_fail(p);
   if (::testing::Test::HasFailure()) return;
   const auto run = [&](const ImplicitGemmPlan& with) {
-    dout.buffer.fill_bytes(0xFF);  // NaN in every dtype: an unwritten element cannot pass
-    launch_and_wait(p, with);
-    HostTensor result = out;
-    dout.buffer.copy_to_host(result.storage.data(), result.storage.size());
-    return result;
+    return prepared.run([&] { launch_and_wait(p, with); });
   };
   const HostTensor first = run(plan);
-  if (gemmkit_test::check_output(first, any_order(ref), what) != 0) return;
-  expect_close_to_cpu(first, cpu_out, ref, what + " vs the CPU backend");
+  if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) return;
+  expect_close_to_cpu(first, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(plan))) << what << ": run-to-run difference";
   ImplicitGemmPlan small = plan;
   small.grid.x = 3;
