@@ -51,30 +51,6 @@
 namespace gemmkit::cuda::conv_impl {
 namespace implicit_gemm {
 
-// 16 bytes global -> shared, asynchronous; src_bytes = 0 reads nothing and writes 16 zero bytes.
-// .ca keeps x in L1 (neighbouring taps of a tile re-read it); .cg bypasses L1 for the weight.
-__device__ __forceinline__ void cp_async_ca16(uint32_t dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_cg16(uint32_t dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // Two consecutive channels as one aligned store, each rounded once (round to nearest even).
 __device__ __forceinline__ void store_pair(float* p, float a, float b) {
   *reinterpret_cast<float2*>(p) = make_float2(a, b);
@@ -162,10 +138,10 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
         const int4 q = row_q[r];
         int64_t offset = 0;
         const bool a_ok = implicit_a_offset<kInputDilation>(p, k, q.x, q.y, q.z, row_x[r], offset);
-        cp_async_ca16(a_dst + i * kLoaderRows * kRowBytes, a_ok ? x_group + offset : x,
+        ptx::cp_async_ca16(a_dst + i * kLoaderRows * kRowBytes, a_ok ? x_group + offset : x,
                       a_ok ? 16u : 0u);
         const bool b_ok = k.valid && ((b_rows >> i) & 1u) != 0;
-        cp_async_cg16(b_dst + i * kLoaderRows * kRowBytes,
+        ptx::cp_async_cg16(b_dst + i * kLoaderRows * kRowBytes,
                       b_ok ? w_rows + i * w_pass + k.w_offset : w, b_ok ? 16u : 0u);
       }
       implicit_k_advance(p, cursor);
@@ -184,16 +160,16 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
 #pragma unroll
     for (int s = 0; s < kImplicitStages - 1; ++s) {
       if (s < p.k_blocks) load_stage(s);
-      cp_async_commit();  // empty groups keep the wait count uniform
+      ptx::cp_async_commit();  // empty groups keep the wait count uniform
     }
     int compute_stage = 0, load_slot = kImplicitStages - 1;
     for (int32_t kb = 0; kb < p.k_blocks; ++kb) {
-      cp_async_wait<kImplicitStages - 2>();
+      ptx::cp_async_wait<kImplicitStages - 2>();
       // Stage kb has landed for every thread, and every warp is done with stage kb - 1, which
       // the next load overwrites.
       __syncthreads();
       if (kb + kImplicitStages - 1 < p.k_blocks) load_stage(load_slot);
-      cp_async_commit();
+      ptx::cp_async_commit();
       const uint32_t a_stage = smem0 + compute_stage * static_cast<uint32_t>(kImplicitStageBytes);
       const uint32_t b_stage = a_stage + static_cast<uint32_t>(kImplicitTileABytes);
 #pragma unroll
@@ -223,7 +199,7 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
       compute_stage = compute_stage == kImplicitStages - 1 ? 0 : compute_stage + 1;
       load_slot = load_slot == kImplicitStages - 1 ? 0 : load_slot + 1;
     }
-    cp_async_wait<0>();
+    ptx::cp_async_wait<0>();
 
     // Epilogue: fragment element e of acc[mt][nt] is row (lane / 4) + 8 * (e / 2) of M fragment
     // mt and column 2 * (lane % 4) + e % 2 of N fragment nt.
