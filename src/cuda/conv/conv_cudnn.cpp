@@ -5,13 +5,14 @@
 // timing of candidates) run under the handle's mutex, since the stream is state of the handle.
 // Plans: keyed by device, geometry, dims, strides, dtypes, pointer alignments and the workspace
 // left for the engine. The first call of a key outside stream capture builds up to
-// kMaxCandidates plans from cuDNN's heuristic (mode A, else the fallback list), times each on
-// the caller's stream and keeps the fastest; under capture (no timing possible) it takes the
-// heuristic's first buildable engine and leaves the key to be timed by a later eager call.
-// Plans that ran are kept for the process: a captured CUDA graph may still launch their kernels.
-// Workspace: the conv workspace of the GEMM paths (with_conv_workspace), laid out as
-// [f32 scratch of the bias pass | cuDNN's workspace]; engines needing more than the budget left
-// are skipped.
+// kMaxCandidates plans from cuDNN's heuristic mode A and up to kMaxCandidatesFromB more from
+// mode B (else the fallback list), times each on the caller's stream behind a GPU delay (so the
+// host's enqueue cost is not timed) and keeps the fastest; under capture (no timing possible) it
+// takes the heuristic's first buildable engine and leaves the key to be timed by a later eager
+// call. Plans that ran are kept for the process: a captured CUDA graph may still launch their
+// kernels. Workspace: the conv workspace of the GEMM paths (with_conv_workspace), laid out as [f32
+// scratch of the bias pass | cuDNN's workspace]; engines needing more than the budget left are
+// skipped.
 #include "cuda/conv/conv_cudnn.h"
 
 #ifdef GEMMKIT_WITH_CUDNN
@@ -28,6 +29,7 @@
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/cudnn_types.h"
+#include "cuda/common/gpu_delay.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_launch.h"
 #endif
@@ -55,9 +57,13 @@ bool run_cudnn_path(const detail::ConvProblem&, const ConvConfig&, int, cudaStre
 namespace {
 
 constexpr int kMaxDevices = 64;
-constexpr int kMaxCandidates = 8;  // engine configurations built and timed per shape
-constexpr int kTuneRuns = 10;      // timed runs per candidate, after one warm-up (10: 10 us rows)
-constexpr int kMaxNotes = 32;      // more than cuDNN 9 defines
+constexpr int kMaxCandidates = 8;       // engine configurations of heuristic mode A timed
+constexpr int kMaxCandidatesFromB = 4;  // more from mode B, when not among A's
+constexpr int kTuneRuns = 10;           // timed runs per candidate, after one warm-up
+// GPU wait ahead of each candidate's timed runs: longer than the host needs to enqueue them
+// (cuDNN's execute costs several us of host time per call, more than a 10 us engine runs).
+constexpr int kTuneDelayUs = 1000;
+constexpr int kMaxNotes = 32;  // more than cuDNN 9 defines
 // Alignment told to cuDNN: the largest any engine asks about.
 constexpr int kMaxTensorAlignment = 16;
 enum : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
@@ -336,18 +342,54 @@ struct Plan {
   Descriptor plan;
   int64_t workspace = 0;
   int64_t engine = -1;
+  std::string identity;  // engine and knob settings: the same configuration from two heuristics
 };
 
-// Up to `limit` buildable plans that keep the numerics and fit `engine_budget`, in the order of
-// the heuristic `mode`.
-std::vector<std::shared_ptr<Plan> > build_plans(cudnnHandle_t handle, const Graph& g,
-                                                cudnnBackendHeurMode_t mode, bool f32_inputs,
-                                                int64_t engine_budget, int limit) {
-  std::vector<std::shared_ptr<Plan> > plans;
+// "engine:knob=value,...": two engine configurations with the same identity build the same plan.
+std::string config_identity(const Descriptor& config, int64_t engine) {
+  int64_t count = 0;
+  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<Descriptor> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    raw.push_back(choices.back().get());
+  }
+  int64_t returned = 0;
+  if (count > 0) {
+    GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned,
+                                                 raw.data()));
+  }
+  std::vector<std::pair<int64_t, int64_t> > knobs;
+  for (int64_t i = 0; i < returned; ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, got = 0;
+    const cudnnBackendDescriptor_t choice = raw[static_cast<std::size_t>(i)];
+    GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(choice, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                                 CUDNN_TYPE_KNOB_TYPE, 1, &got, &type));
+    GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(choice, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                                 CUDNN_TYPE_INT64, 1, &got, &value));
+    knobs.emplace_back(static_cast<int64_t>(type), value);
+  }
+  std::sort(knobs.begin(), knobs.end());
+  std::string identity = std::to_string(engine) + ":";
+  for (const auto& [type, value] : knobs) {
+    identity += std::to_string(type) + "=" + std::to_string(value) + ",";
+  }
+  return identity;
+}
+
+// Appends to `plans` up to `limit` more buildable plans that keep the numerics, fit
+// `engine_budget` and are not in `plans` already, in the order of the heuristic `mode`.
+void build_plans(cudnnHandle_t handle, const Graph& g, cudnnBackendHeurMode_t mode, bool f32_inputs,
+                 int64_t engine_budget, int limit, std::vector<std::shared_ptr<Plan> >& plans) {
+  const std::size_t end = plans.size() + static_cast<std::size_t>(limit);
   Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *g.graph);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
-  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return plans;
+  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return;
   int64_t available = 0;
   GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available,
@@ -362,10 +404,15 @@ std::vector<std::shared_ptr<Plan> > build_plans(cudnnHandle_t handle, const Grap
   GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
                                                raw.data()));
-  for (int64_t i = 0; i < returned && static_cast<int>(plans.size()) < limit; ++i) {
+  for (int64_t i = 0; i < returned && plans.size() < end; ++i) {
     const Descriptor& config = configs[static_cast<std::size_t>(i)];
     int64_t engine = -1;
     if (!keeps_numerics(config, f32_inputs, engine)) continue;
+    std::string identity = config_identity(config, engine);
+    if (std::any_of(plans.begin(), plans.end(),
+                    [&](const auto& known) { return known->identity == identity; })) {
+      continue;
+    }
     auto plan = std::make_shared<Plan>(Descriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
     plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
     plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
@@ -376,9 +423,9 @@ std::vector<std::shared_ptr<Plan> > build_plans(cudnnHandle_t handle, const Grap
                                                  CUDNN_TYPE_INT64, 1, &count, &plan->workspace));
     if (plan->workspace < 0 || plan->workspace > engine_budget) continue;
     plan->engine = engine;
+    plan->identity = std::move(identity);
     plans.push_back(std::move(plan));
   }
-  return plans;
 }
 
 // ---- Plan cache -------------------------------------------------------------------------------
@@ -454,12 +501,18 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
     // Building enqueues nothing: any failure here is "cuDNN cannot serve", not an error.
     try {
       graph = entry != nullptr ? entry->graph : make_graph(handle, q);
+      // Timing: the top candidates of heuristic mode A, then mode B's (a slower, more accurate
+      // model) that A did not rank that high.
       const int limit = time_it ? kMaxCandidates : 1;
-      candidates =
-          build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, engine_budget, limit);
+      build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, engine_budget, limit,
+                  candidates);
+      if (time_it) {
+        build_plans(handle, *graph, CUDNN_HEUR_MODE_B, q.f32_inputs, engine_budget,
+                    kMaxCandidatesFromB, candidates);
+      }
       if (candidates.empty()) {
-        candidates = build_plans(handle, *graph, CUDNN_HEUR_MODE_FALLBACK, q.f32_inputs,
-                                 engine_budget, limit);
+        build_plans(handle, *graph, CUDNN_HEUR_MODE_FALLBACK, q.f32_inputs, engine_budget, limit,
+                    candidates);
       }
     } catch (const Error& e) {
       why = std::string("cuDNN cannot describe this convolution: ") + e.what();
@@ -520,6 +573,7 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
         std::lock_guard<std::mutex> lock(h.mutex);
         if (timing) {
           EventPair events;
+          std::string timings;
           double best_us = 0;
           std::shared_ptr<Plan> best;
           for (const auto& candidate : candidates) {
@@ -527,6 +581,8 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
               cudaGetLastError();
               continue;
             }
+            launch_gpu_delay(stream, kTuneDelayUs);
+            GEMMKIT_CUDA_CHECK(cudaGetLastError());
             GEMMKIT_CUDA_CHECK(cudaEventRecord(events.start, stream));
             bool ok = true;
             for (int r = 0; r < kTuneRuns && ok; ++r) {
@@ -541,6 +597,9 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
             float ms = 0;
             GEMMKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
             const double us = 1000.0 * static_cast<double>(ms) / kTuneRuns;
+            timings += (timings.empty() ? "" : ", ") + std::string("engine ") +
+                       std::to_string(candidate->engine) + " " + std::to_string(us).substr(0, 6) +
+                       " us";
             if (best == nullptr || us < best_us) {
               best = candidate;
               best_us = us;
@@ -551,8 +610,7 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
             return;
           }
           plan = best;
-          how = "timed fastest of " + std::to_string(candidates.size()) + " candidates (" +
-                std::to_string(best_us) + " us)";
+          how = "timed fastest of " + std::to_string(candidates.size()) + " candidates: " + timings;
         }
         const cudnnStatus_t status = execute(*plan, workspace);
         if (status != CUDNN_STATUS_SUCCESS) {
