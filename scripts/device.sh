@@ -67,8 +67,11 @@ fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   for suite in ${GEMMKIT_BENCH_SUITES:-linear-decode conv-models conv-flux2-vae-1024}; do
     start=$SECONDS
+    # Linear rows: graphs of 200 calls, as the peer figures of ../shared/peers/h200-linear.csv.
+    reps=()
+    [[ $suite == linear-* ]] && reps=(--reps 200)
     timeout ${GEMMKIT_BENCH_TIMEOUT:-240} "$bin/gemmkit" bench --suite ".deps/suites/$suite.csv" --device cuda:0 \
-      --json "$OUT/bench-$suite.json" >"$OUT/bench-$suite.txt" 2>"$OUT/bench-$suite.err"
+      "${reps[@]}" --json "$OUT/bench-$suite.json" >"$OUT/bench-$suite.txt" 2>"$OUT/bench-$suite.err"
     note "bench $suite: status $? in $((SECONDS - start)) s: $(grep -E '^total' "$OUT/bench-$suite.txt" | tr -s ' ' | cut -c1-200)"
     cat "$OUT/bench-$suite.txt"
     if [[ $suite == conv-* ]]; then
@@ -83,7 +86,7 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
   if [[ " ${GEMMKIT_BENCH_SUITES:-linear-decode} " == *" linear-decode "* ]]; then
     # The same suite with programmatic dependent launch off (the default run has it on).
     GEMMKIT_LINEAR_PDL=0 timeout 120 "$bin/gemmkit" bench --suite .deps/suites/linear-decode.csv \
-      --device cuda:0 --json "$OUT/bench-linear-decode-nopdl.json" >"$OUT/bench-linear-decode-nopdl.txt" 2>&1
+      --device cuda:0 --reps 200 --json "$OUT/bench-linear-decode-nopdl.json" >"$OUT/bench-linear-decode-nopdl.txt" 2>&1
     note "bench linear-decode, PDL off: status $?: $(grep -E '^total' "$OUT/bench-linear-decode-nopdl.txt" | tr -s ' ' | cut -c1-200)"
   fi
 fi

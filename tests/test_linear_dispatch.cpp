@@ -42,7 +42,8 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_GE(int64_t{c.cluster} * c.groups_per_rank, groups) << "a group has no owner";
     EXPECT_LT(int64_t{c.cluster - 1} * c.groups_per_rank, groups) << "a rank owns no group";
     EXPECT_LE(c.shared_bytes, d.shared_optin);
-    EXPECT_EQ(c.shared_bytes, ring_shared_bytes_host(c.stages, c.mt, c.nt, groups));
+    EXPECT_EQ(c.shared_bytes,
+              ring_shared_bytes_host(c.stages, c.mt, c.nt, groups, c.groups_per_rank));
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }

@@ -1,6 +1,7 @@
 // Host model of the ring kernel's producer/consumer protocol (ring_schedule.h), run under many
 // random interleavings: no deadlock, no parity wait that passes before its loads landed, every
-// slice consumed once. Also checks that the model catches a schedule that breaks the rule.
+// slice consumed once, by its warp. Also checks that the model catches a schedule that breaks
+// the rule.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -28,25 +29,34 @@ struct Outcome {
   std::string violation;  // empty when every check held
 };
 
-// One run of a CTA with `slices` local slices. `active` consumer warps, `batch` slices waited for
-// together, as the kernel does. Random interleaving from `seed`.
-Outcome simulate(int stages, int slices, int active, int batch, uint64_t seed) {
+// One run of a CTA with `slices` local slices: `consumers` warps, warp w taking slices w,
+// w + consumers, ... (ring_consumer), waiting for `batch` of them before releasing them, as the
+// kernel does. Random interleaving from `seed`.
+Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<Barrier> full(static_cast<std::size_t>(stages)), empty(full.size());
   std::vector<int> landed(static_cast<std::size_t>(slices), 0), consumed(landed.size(), 0);
   std::vector<int> in_flight;  // slices whose loads are issued and not landed
-  const int groups = (slices + static_cast<int>(kGroupSlices) - 1) / static_cast<int>(kGroupSlices);
   int produced = 0;
   struct Consumer {
-    int group = 0;   // current local group
-    int next = 0;    // next slice of the group to wait for (offset)
+    int next = 0;    // next slice to wait for
     int waited = 0;  // slices of the current batch already waited for
   };
-  std::vector<Consumer> consumers(static_cast<std::size_t>(active));
-  for (int w = 0; w < active; ++w) consumers[static_cast<std::size_t>(w)].group = w;
+  std::vector<Consumer> warps(static_cast<std::size_t>(consumers));
+  for (int w = 0; w < consumers; ++w) warps[static_cast<std::size_t>(w)].next = w;
   Outcome out;
   const auto fail = [&](const std::string& what) {
     if (out.violation.empty()) out.violation = what;
+  };
+  // Releases the batch that ends before slice `end` (exclusive) of a warp.
+  const auto release = [&](Consumer& c, int end) {
+    for (int j = 0; j < c.waited; ++j) {
+      const int s = end - (c.waited - j) * consumers;
+      if (consumed[static_cast<std::size_t>(s)]++)
+        fail("slice " + std::to_string(s) + " consumed twice");
+      ++empty[static_cast<std::size_t>(ring_stage(s, stages))].completed;
+    }
+    c.waited = 0;
   };
   for (int step = 0; step < 100000; ++step) {
     // Collect the actors that can make progress now.
@@ -59,17 +69,15 @@ Outcome simulate(int stages, int slices, int active, int batch, uint64_t seed) {
       }
     }
     if (!in_flight.empty()) runnable.push_back(1);
-    for (int w = 0; w < active; ++w) {
-      const Consumer& c = consumers[static_cast<std::size_t>(w)];
-      if (c.group >= groups) continue;
-      const int i = c.group * static_cast<int>(kGroupSlices) + c.next;
-      if (passes(full[static_cast<std::size_t>(ring_stage(i, stages))],
-                 ring_full_parity(i, stages))) {
+    for (int w = 0; w < consumers; ++w) {
+      const int i = warps[static_cast<std::size_t>(w)].next;
+      if (i < slices && passes(full[static_cast<std::size_t>(ring_stage(i, stages))],
+                               ring_full_parity(i, stages))) {
         runnable.push_back(2 + w);
       }
     }
     bool done = produced == slices && in_flight.empty();
-    for (const Consumer& c : consumers) done = done && c.group >= groups;
+    for (const Consumer& c : warps) done = done && c.next >= slices;
     if (done) break;
     if (runnable.empty()) {
       out.deadlock = true;
@@ -103,30 +111,19 @@ Outcome simulate(int stages, int slices, int active, int batch, uint64_t seed) {
         ++f.completed;
       }
     } else {
-      Consumer& c = consumers[static_cast<std::size_t>(actor - 2)];
-      const int first = c.group * static_cast<int>(kGroupSlices);
-      const int count = std::min(static_cast<int>(kGroupSlices), slices - first);
-      const int i = first + c.next;
+      const int w = actor - 2;
+      Consumer& c = warps[static_cast<std::size_t>(w)];
+      const int i = c.next;
+      if (ring_consumer(i) != w && consumers == kRingConsumerWarps)
+        fail("slice " + std::to_string(i) + " taken by warp " + std::to_string(w));
       if (!landed[static_cast<std::size_t>(i)]) {
         fail("consumer passed the full barrier of slice " + std::to_string(i) +
              " before its load landed");
       }
-      ++c.next;
+      c.next += consumers;
       ++c.waited;
-      // After a batch (or the group's last slice), the MMAs run and the stages are released.
-      if (c.waited == batch || c.next == count) {
-        for (int j = c.next - c.waited; j < c.next; ++j) {
-          const int s = first + j;
-          if (consumed[static_cast<std::size_t>(s)]++)
-            fail("slice " + std::to_string(s) + " consumed twice");
-          ++empty[static_cast<std::size_t>(ring_stage(s, stages))].completed;
-        }
-        c.waited = 0;
-      }
-      if (c.next == count) {
-        c.group += active;
-        c.next = 0;
-      }
+      // After a batch (or the warp's last slice), the MMAs run and the stages are released.
+      if (c.waited == batch || c.next >= slices) release(c, c.next);
     }
   }
   for (int i = 0; i < slices; ++i) {
@@ -138,10 +135,11 @@ Outcome simulate(int stages, int slices, int active, int batch, uint64_t seed) {
 
 TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings) {
   for (int stages : {4, 8, 16}) {
-    for (int batch : {1, 4}) {
+    for (int tile_chains : {1, 8}) {  // kMT * kNT: 1 -> batches of up to 4, 8 -> batches of 1
+      const int batch = ring_slice_batch(tile_chains, 1, stages);
       for (int slices = 1; slices <= 40; ++slices) {
         for (uint64_t seed = 0; seed < 20; ++seed) {
-          const Outcome o = simulate(stages, slices, ring_active_consumers(stages), batch, seed);
+          const Outcome o = simulate(stages, slices, kRingConsumerWarps, batch, seed);
           ASSERT_FALSE(o.deadlock)
               << "stages " << stages << " batch " << batch << " slices " << slices;
           ASSERT_EQ(o.violation, "")
@@ -150,19 +148,20 @@ TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings)
       }
     }
   }
-  EXPECT_EQ(ring_active_consumers(4), 1);
-  EXPECT_EQ(ring_active_consumers(8), 2);
-  EXPECT_EQ(ring_active_consumers(16), 4);
-  EXPECT_EQ(ring_slice_batch(1, 4), 4);
-  EXPECT_EQ(ring_slice_batch(2, 4), 1);
+  EXPECT_EQ(ring_slice_batch(1, 1, 4), 1);
+  EXPECT_EQ(ring_slice_batch(1, 1, 8), 2);
+  EXPECT_EQ(ring_slice_batch(1, 4, 16), 4);
+  EXPECT_EQ(ring_slice_batch(2, 4, 16), 1);
+  EXPECT_EQ(ring_consumer(0), 0);
+  EXPECT_EQ(ring_consumer(7), 3);
 }
 
-TEST(LinearRingSchedule, TheModelCatchesTooManyConsumersForTheRing) {
-  // Four consumers on a 4-stage ring: a warp waits on a slice a round ahead of its stage, and
-  // its parity wait passes before the load lands.
+TEST(LinearRingSchedule, TheModelCatchesBatchesLargerThanTheRingAllows) {
+  // Batches of 2 on a 4-stage ring: a warp waits on a slice a round ahead of its stage (its
+  // parity wait passes before the load lands) or holds the stage its next slice needs.
   bool caught = false;
   for (uint64_t seed = 0; seed < 200 && !caught; ++seed) {
-    const Outcome o = simulate(4, 32, 4, 4, seed);
+    const Outcome o = simulate(4, 32, kRingConsumerWarps, 2, seed);
     caught = o.deadlock || !o.violation.empty();
   }
   EXPECT_TRUE(caught);

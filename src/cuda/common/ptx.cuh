@@ -112,6 +112,12 @@ __device__ __forceinline__ void store_cluster_float(uint32_t remote, float value
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(value) : "memory");
 }
 
+// bar.sync on hardware barrier `id` (1..15; __syncthreads uses 0) for `threads` threads, a
+// multiple of 32: a CTA barrier (with its shared-memory ordering) among some of the warps.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---- ldmatrix ----------------------------------------------------------------------------------
 // Four (two) 8x8 16-bit matrices from shared memory; lane l supplies the 16-byte row address of
 // row l % 8 of matrix l / 8, and receives in register j elements (l / 4, 2 (l % 4) .. + 1) of
@@ -150,9 +156,10 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
   }
 }
 
-// ---- cp.async ------------------------------------------------------------------------------------
-// 16 bytes global -> shared, asynchronous; src_bytes = 0 reads nothing and writes 16 zero bytes.
-// .ca keeps the line in L1 (for data neighbouring threads re-read); .cg bypasses L1.
+// ---- cp.async
+// ------------------------------------------------------------------------------------ 16 bytes
+// global -> shared, asynchronous; src_bytes = 0 reads nothing and writes 16 zero bytes. .ca keeps
+// the line in L1 (for data neighbouring threads re-read); .cg bypasses L1.
 __device__ __forceinline__ void cp_async_ca16(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes)

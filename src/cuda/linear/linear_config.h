@@ -72,11 +72,13 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
 // 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer holding every group's
-// fp32 sum of the tile, and 2 * stages mbarriers.
-inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups) {
+// fp32 sum of the tile, the fp32 partials of the CTA's own slices, and 2 * stages mbarriers.
+inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups,
+                                      int64_t groups_per_rank) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
-  const int64_t group_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
-  return 1024 + stages * stage_bytes + groups * group_sum_bytes + 2 * stages * 8;
+  const int64_t tile_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
+  return 1024 + stages * stage_bytes + (groups + groups_per_rank * kGroupSlices) * tile_sum_bytes +
+         2 * stages * 8;
 }
 
 inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
@@ -143,11 +145,12 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
       std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, ceil_div(s.k, kSliceK));
   if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
   for (; stages >= 4; stages /= 2) {
-    if (ring_shared_bytes_host(stages, c.mt, c.nt, groups) <= d.shared_optin) break;
+    if (ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.groups_per_rank) <= d.shared_optin)
+      break;
   }
   if (stages < 4) return LinearConfig{};
   c.stages = stages;
-  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups);
+  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.groups_per_rank);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +

@@ -6,9 +6,10 @@
 // phase r when round r's loads land; a consumer waits with parity r & 1. The producer refills the
 // stage for round r >= 1 after the consumer of round r - 1 arrives on the empty barrier, waiting
 // with parity (r - 1) & 1. A parity wait passes at once when the barrier is one phase *behind*,
-// so a consumer must never wait on a slice more than one round ahead of its stage: consumer warp
-// c takes groups c, c + A, ... with A = stages / kGroupSlices active warps (at most 4), so slice
-// i - stages always belongs to the same warp's previous group, already consumed.
+// so a consumer must never wait on a slice more than one round ahead of its stage. Consumer warp
+// c takes slices c, c + 4, c + 8, ... (slice c of every group, so the four tensor-core units of
+// the SM share every group), waiting for up to `batch` of them together with batch * 4 <= stages:
+// slice i - stages is then the same warp's, of an earlier batch, already consumed.
 #pragma once
 
 #include "cuda/linear/linear_contract.h"
@@ -23,16 +24,18 @@ namespace gemmkit::cuda::linear_family {
 
 constexpr int kRingConsumerWarps = 4;
 
-GEMMKIT_RING_HD constexpr int ring_active_consumers(int stages) {
-  return stages / static_cast<int>(kGroupSlices) < kRingConsumerWarps
-             ? stages / static_cast<int>(kGroupSlices)
-             : kRingConsumerWarps;
+// The consumer warp of local slice i.
+GEMMKIT_RING_HD constexpr int ring_consumer(int slice) {
+  return slice % kRingConsumerWarps;
 }
 
-// Slices a consumer waits for before its MMAs: the 4 slices of a group side by side when the
-// tile has few accumulator chains (kMT * kNT <= 4), to hide MMA latency; else one at a time.
-GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt) {
-  return mt * nt <= 4 ? 4 : 1;
+// Slices a consumer waits for before its MMAs: up to 4 side by side when the tile has few
+// accumulator chains (kMT * kNT <= 4), to hide MMA latency, else one; never more than the ring
+// holds per consumer (stages / 4).
+GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt, int stages) {
+  const int wanted = mt * nt <= 4 ? 4 : 1;
+  const int room = stages / kRingConsumerWarps;
+  return wanted < room ? wanted : room;
 }
 
 GEMMKIT_RING_HD constexpr int ring_stage(int slice, int stages) {

@@ -9,8 +9,10 @@
 // Layout of one CTA: an output tile of kRowsW = 16 * kMT weight rows by kRowsX = 8 * kNT batch
 // rows, reducing the contiguous run of k groups owned by its cluster rank. Each ring stage holds
 // one k slice: w (kRowsW, 128) and x (kRowsX, 128), each as two 64-wide halves in the 128-byte
-// swizzle, read into MMA fragments with ldmatrix. Consumer warp c reduces groups c, c + A, ... of
-// its run (A = kStages / 4, at most 4) and pushes each group sum into rank 0's shared memory
+// swizzle, read into MMA fragments with ldmatrix. Consumer warp c reduces slices c, c + 4, ... of
+// its run (slice c of every group: the SM's four tensor-core units share each group), each from
+// zero into a local partial; after a barrier of the four consumer warps they fold each group's
+// partials in slice order ((p0 + p1) + p2) + p3 and push the group sums into rank 0's shared memory
 // (distributed shared memory stores). Rank 0 alone folds the group sums in ascending group
 // order, adds the bias and stores; every load of the fold is local, and the other ranks exit as
 // soon as they have pushed. Two phases of the split cluster barrier order it: every thread
@@ -40,8 +42,6 @@ struct RingTile {
   static constexpr int kWHalfBytes = kRowsW * kRingRowBytes;  // (kRowsW, 64) bf16
   static constexpr int kXHalfBytes = kRowsX * kRingRowBytes;  // (kRowsX, 64) bf16
   static constexpr int kStageBytes = 2 * (kWHalfBytes + kXHalfBytes);
-  static constexpr int kGroupSumBytes = kRowsW * kRowsX * 4;  // (kRowsX, kRowsW) fp32
-  static constexpr int kSliceBatch = ring_slice_batch(kMT, kNT);
 };
 
 // One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
@@ -89,11 +89,13 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
-  // (groups, kRowsX, kRowsW) fp32, live in rank 0 | full[kStages] | empty[kStages].
+  // (groups, kRowsX, kRowsW) fp32, live in rank 0 | slice partials of this CTA's run
+  // (groups_per_rank * 4, kRowsX, kRowsW) fp32 | full[kStages] | empty[kStages].
   char* ring = shared;
   float* fold_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
-  uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(fold_sums) +
-                                               groups * Tile::kGroupSumBytes);
+  float* slice_sums = fold_sums + groups * kElements;
+  uint64_t* full =
+      reinterpret_cast<uint64_t*>(slice_sums + int64_t{groups_per_rank} * kGroupSlices * kElements);
   uint64_t* empty = full + kStages;
 
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -162,82 +164,80 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     __syncwarp();
     if (clustered) ptx::cluster_wait_acquire();
   } else {
-    // Consumers: warp c owns local groups c, c + A, ... (ring_schedule.h says why).
-    constexpr int kActive = ring_active_consumers(kStages);
-    static_assert(kStages % kGroupSlices == 0 && kActive >= 1, "ring depth: multiple of 4");
+    // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
+    // MMAs from zero, and leaves its partial in slice_sums.
+    constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
+    static_assert(kStages % kGroupSlices == 0 && kBatch >= 1, "ring depth: multiple of 4");
     if (clustered) ptx::cluster_wait_acquire();  // every CTA of the cluster runs from here on
     const uint32_t ring_address = ptx::smem_address(ring);
-    const uint32_t fold_address = clustered ? ptx::cluster_address(fold_sums, 0) : 0;
     const int group = lane >> 2;
     const int thread_in_group = lane & 3;
-    for (int local_group = warp; warp < kActive && local_group < local_groups;
-         local_group += kActive) {
-      const int first_slice = local_group * static_cast<int>(kGroupSlices);
-      const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
-      float group_sum[kMT][kNT][4];
-      for (int batch = 0; batch < count; batch += Tile::kSliceBatch) {
-        float acc[Tile::kSliceBatch][kMT][kNT][4];
-        int blocks[Tile::kSliceBatch];
-        uint32_t stages[Tile::kSliceBatch];
+    for (int first = warp; first < local_slices; first += kRingConsumerWarps * kBatch) {
+      float acc[kBatch][kMT][kNT][4];
+      int blocks[kBatch];
+      uint32_t stages[kBatch];
 #pragma unroll
-        for (int j = 0; j < Tile::kSliceBatch; ++j) {
-          const int i = first_slice + batch + j;
-          const bool present = batch + j < count;
-          blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
-          stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
-          if (present)
-            ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = first + j * kRingConsumerWarps;
+        const bool present = i < local_slices;
+        blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
+        stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
+        if (present)
+          ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < kNT; ++nt)
+          for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
-        }
+            for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
+      }
 #pragma unroll
-        for (int block = 0; block < 8; ++block) {
+      for (int block = 0; block < 8; ++block) {
 #pragma unroll
-          for (int j = 0; j < Tile::kSliceBatch; ++j) {
-            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
-          }
-        }
-        __syncwarp();
-#pragma unroll
-        for (int j = 0; j < Tile::kSliceBatch; ++j) {
-          const int i = first_slice + batch + j;
-          if (batch + j < count && lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
-          if (batch + j >= count) continue;
-          const bool first = batch + j == 0;
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-              for (int e = 0; e < 4; ++e)
-                group_sum[mt][nt][e] =
-                    first ? acc[j][mt][nt][e] : group_sum[mt][nt][e] + acc[j][mt][nt][e];
+        for (int j = 0; j < kBatch; ++j) {
+          if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
         }
       }
-      // Push the group sum to rank 0, (kRowsX, kRowsW) layout: consecutive threads of the fold
-      // read consecutive m. Rows outside out are never read, so they are not sent.
-      const int64_t sums = (group_begin + local_group) * kElements;  // in floats
+      __syncwarp();
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = first + j * kRingConsumerWarps;
+        if (i >= local_slices) continue;
+        if (lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
+        // (kRowsX, kRowsW) layout, as the fold buffer.
+        float* partial = slice_sums + int64_t{i} * kElements;
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row_w = mt * 16 + group + (e >= 2 ? 8 : 0);
-            const int row_x = nt * 8 + thread_in_group * 2 + (e & 1);
-            if (m0 + row_w >= m || n0 + row_x >= n) continue;
-            const int64_t index = sums + row_x * Tile::kRowsW + row_w;
-            if (clustered) {
-              ptx::store_cluster_float(fold_address + static_cast<uint32_t>(index * 4),
-                                       group_sum[mt][nt][e]);
-            } else {
-              fold_sums[index] = group_sum[mt][nt][e];
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int row_w = mt * 16 + group + (e >= 2 ? 8 : 0);
+              const int row_x = nt * 8 + thread_in_group * 2 + (e & 1);
+              partial[row_x * Tile::kRowsW + row_w] = acc[j][mt][nt][e];
             }
-          }
+      }
+    }
+    // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, pushed to rank 0's
+    // fold buffer. Rows outside out are never read, so they are not sent.
+    ptx::named_barrier_sync(1, 32 * kRingConsumerWarps);  // every slice partial is written
+    const uint32_t fold_address = clustered ? ptx::cluster_address(fold_sums, 0) : 0;
+    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kElements;
+         f += 32 * kRingConsumerWarps) {
+      const int local_group = f / kElements;
+      const int e = f % kElements;
+      if (m0 + e % Tile::kRowsW >= m || n0 + e / Tile::kRowsW >= n) continue;
+      const int first_slice = local_group * static_cast<int>(kGroupSlices);
+      const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
+      const float* partial = slice_sums + int64_t{first_slice} * kElements + e;
+      float group_sum = partial[0];
+      for (int j = 1; j < count; ++j) group_sum = group_sum + partial[j * kElements];
+      const int64_t index = (group_begin + local_group) * kElements + e;  // in floats
+      if (clustered) {
+        ptx::store_cluster_float(fold_address + static_cast<uint32_t>(index * 4), group_sum);
+      } else {
+        fold_sums[index] = group_sum;
+      }
     }
   }
   if (clustered) {
