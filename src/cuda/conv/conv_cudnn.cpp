@@ -381,10 +381,12 @@ std::string config_identity(const Descriptor& config, int64_t engine) {
   return identity;
 }
 
-// Appends to `plans` up to `limit` more buildable plans that keep the numerics, fit
-// `engine_budget` and are not in `plans` already, in the order of the heuristic `mode`.
+// Appends to `plans` up to `limit` more buildable plans that keep the numerics and fit
+// `engine_budget`, in the order of the heuristic `mode`; with `only_new`, none whose identity is
+// in `plans` already (one heuristic lists an engine several times, with other knob settings).
 void build_plans(cudnnHandle_t handle, const Graph& g, cudnnBackendHeurMode_t mode, bool f32_inputs,
-                 int64_t engine_budget, int limit, std::vector<std::shared_ptr<Plan> >& plans) {
+                 int64_t engine_budget, int limit, bool only_new,
+                 std::vector<std::shared_ptr<Plan> >& plans) {
   const std::size_t end = plans.size() + static_cast<std::size_t>(limit);
   Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *g.graph);
@@ -409,8 +411,8 @@ void build_plans(cudnnHandle_t handle, const Graph& g, cudnnBackendHeurMode_t mo
     int64_t engine = -1;
     if (!keeps_numerics(config, f32_inputs, engine)) continue;
     std::string identity = config_identity(config, engine);
-    if (std::any_of(plans.begin(), plans.end(),
-                    [&](const auto& known) { return known->identity == identity; })) {
+    if (only_new && std::any_of(plans.begin(), plans.end(),
+                                [&](const auto& known) { return known->identity == identity; })) {
       continue;
     }
     auto plan = std::make_shared<Plan>(Descriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
@@ -504,15 +506,15 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
       // Timing: the top candidates of heuristic mode A, then mode B's (a slower, more accurate
       // model) that A did not rank that high.
       const int limit = time_it ? kMaxCandidates : 1;
-      build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, engine_budget, limit,
+      build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, engine_budget, limit, false,
                   candidates);
       if (time_it) {
         build_plans(handle, *graph, CUDNN_HEUR_MODE_B, q.f32_inputs, engine_budget,
-                    kMaxCandidatesFromB, candidates);
+                    kMaxCandidatesFromB, true, candidates);
       }
       if (candidates.empty()) {
         build_plans(handle, *graph, CUDNN_HEUR_MODE_FALLBACK, q.f32_inputs, engine_budget, limit,
-                    candidates);
+                    false, candidates);
       }
     } catch (const Error& e) {
       why = std::string("cuDNN cannot describe this convolution: ") + e.what();
