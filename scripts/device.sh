@@ -9,7 +9,7 @@
 # Usage (device tool): bash scripts/device.sh [all|test|bench]   carry: [".deps"]
 # Settings: GEMMKIT_GPU_FILTER (gtest filter of the GPU tests), GEMMKIT_SANITIZE=0 (skip
 # compute-sanitizer), GEMMKIT_SANITIZE_FILTER (gtest filter run under each sanitizer tool; default
-# the linear sanitizer test and the conv kernel-variant test), GEMMKIT_BENCH_SUITES (suite names), GEMMKIT_BUILD_TARGET (one target),
+# the linear sanitizer test and the conv kernel-variant tests), GEMMKIT_BENCH_SUITES (suite names), GEMMKIT_BUILD_TARGET (one target),
 # GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds).
 set -uo pipefail
 what=${1:-all}
@@ -55,7 +55,7 @@ if [ "$what" = all ] || [ "$what" = test ]; then
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|differs|error" "$OUT/gpu-tests.log" | head -40 | tee -a "$summary"
   grep -E "calls$" "$OUT/gpu-tests.log" | head
   if [ "${GEMMKIT_SANITIZE:-1}" = 1 ]; then
-    sanitize_filter=${GEMMKIT_SANITIZE_FILTER:-'*Sanitize*:GpuConv.DepthwiseAndSmallOKernelVariants'}
+    sanitize_filter=${GEMMKIT_SANITIZE_FILTER:-'*Sanitize*:GpuConv.DepthwiseAndSmallOKernelVariants:GpuConv.SmallOTapsKernelBitsAndGrids'}
     for tool in memcheck racecheck synccheck; do
       start=$SECONDS
       timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \

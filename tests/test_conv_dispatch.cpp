@@ -32,8 +32,9 @@ const DeviceDescription kH200{};  // defaults: sm_90, 132 SMs, grid limits of CU
 
 // ---- Building problems (as src/api does, from shapes and parameters) ----------------------
 
-ConvRequest request(const std::string& algo = "auto", int64_t workspace = kDefaultWorkspaceBytes) {
-  return resolve_request(algo, "", workspace, "");
+ConvRequest request(const std::string& algo = "auto", int64_t workspace = kDefaultWorkspaceBytes,
+                    const std::string& small_o = "") {
+  return resolve_request(algo, "", workspace, "", "", small_o);
 }
 
 // Every launch limit of a configuration.
@@ -47,10 +48,23 @@ void expect_within_limits(const ConvConfig& c) {
   EXPECT_EQ(c.grid.z, 1u);
   EXPECT_GE(c.block, 1);
   EXPECT_LE(c.block, kMaxBlockThreads);
-  // The implicit GEMM opts in to more shared memory; every other kernel stays within the
-  // default 48 KiB.
-  EXPECT_LE(c.smem_bytes,
-            c.path == ConvPath::implicit_gemm ? kH200.shared_per_block_optin : kMaxKernelSmem);
+  // The implicit GEMM and the small-o taps kernel opt in to more shared memory; every other
+  // kernel stays within the default 48 KiB.
+  const bool optin = c.path == ConvPath::implicit_gemm || c.small_o_taps.active;
+  EXPECT_LE(c.smem_bytes, optin ? kH200.shared_per_block_optin : kMaxKernelSmem);
+  if (c.small_o_taps.active) {
+    const SmallOTapsTiling& t = c.small_o_taps;
+    EXPECT_EQ(c.path, ConvPath::small_o);
+    EXPECT_FALSE(c.small_o.mma);
+    EXPECT_EQ(c.block, kSmallOTapsThreads);
+    EXPECT_EQ(c.smem_bytes, t.smem_bytes());
+    EXPECT_LE(2 * (c.smem_bytes + kSmallOTapsSmemReserve), kH200.shared_per_multiprocessor);
+    EXPECT_EQ(int64_t{c.grid.x}, t.grid);
+    EXPECT_LE(t.grid, t.tiles);
+    EXPECT_LE(t.grid, kH200.multiprocessors * t.blocks_per_sm);
+    EXPECT_GE(t.grid * t.tiles_per_block, t.tiles);
+    EXPECT_LT((t.grid - 1) * t.tiles_per_block, t.tiles);
+  }
   if (c.path == ConvPath::depthwise) {
     EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb());
     EXPECT_LE(c.depthwise.cvt, kDepthwiseMaxCvt);
@@ -544,7 +558,8 @@ TEST(ConvTiling, DepthwiseExtremeShapes) {
 // Simulates conv_small_o_mma_kernel: tiles of the blocks' ranges cover every output once, and
 // every P entry an output reads lies in the region that the MMAs wrote.
 void expect_small_o_mma_coverage(const ConvProblem& p) {
-  const ConvConfig c = select_conv_config(p, kH200, request("direct"));
+  const ConvConfig c =
+      select_conv_config(p, kH200, request("direct", kDefaultWorkspaceBytes, "mma"));
   ASSERT_EQ(c.path, ConvPath::small_o);
   ASSERT_TRUE(c.small_o.mma) << to_string(c);
   expect_within_limits(c);
@@ -604,24 +619,29 @@ TEST(ConvTiling, SmallOTensorCoreCoversEachOutputOnce) {
   vae.params.padding_lo = {1};
   vae.params.padding_hi = {1};
   vae.bias = true;
-  const ConvConfig c = select_conv_config(make_problem(vae), kH200, request("direct"));
+  const ConvConfig c = select_conv_config(make_problem(vae), kH200,
+                                          request("direct", kDefaultWorkspaceBytes, "mma"));
   ASSERT_TRUE(c.small_o.mma);
   EXPECT_EQ(c.small_o.tile_h, 14);
   EXPECT_EQ(c.small_o.tiles, 74 * 74);
   EXPECT_GE(int64_t{c.grid.x}, 1000);
-  // Not for the tensor-core kernel: f32, stride 2, dilation, 3-D kernels, c % 8 != 0.
+  // Not for the region kernel: f32, stride 2, c % 8 != 0. The taps kernel takes stride 2.
+  const ConvRequest mma = request("auto", kDefaultWorkspaceBytes, "mma");
   Spec f32 = vae;
   f32.x_shape = {1, 32, 32, 128};
   f32.dtype = f32.out_dtype = DType::f32;
-  EXPECT_FALSE(select_conv_config(make_problem(f32), kH200, request()).small_o.mma);
+  EXPECT_FALSE(select_conv_config(make_problem(f32), kH200, mma).small_o.mma);
+  EXPECT_FALSE(select_conv_config(make_problem(f32), kH200, request()).small_o_taps.active);
   Spec strided = vae;
   strided.x_shape = {1, 32, 32, 128};
   strided.params.stride = {2};
-  EXPECT_FALSE(select_conv_config(make_problem(strided), kH200, request()).small_o.mma);
+  EXPECT_FALSE(select_conv_config(make_problem(strided), kH200, mma).small_o.mma);
+  EXPECT_TRUE(select_conv_config(make_problem(strided), kH200, request()).small_o_taps.active);
   Spec odd = vae;
   odd.x_shape = {1, 32, 32, 12};
   odd.w_shape = {3, 3, 3, 12};
-  EXPECT_FALSE(select_conv_config(make_problem(odd), kH200, request()).small_o.mma);
+  EXPECT_FALSE(select_conv_config(make_problem(odd), kH200, mma).small_o.mma);
+  EXPECT_FALSE(select_conv_config(make_problem(odd), kH200, request()).small_o_taps.active);
 }
 
 // Simulates conv_small_o_kernel's loop: warps stop together, inactive lanes only shuffle.
@@ -726,11 +746,28 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::small_o) << to_string(c);
     EXPECT_EQ(c.vector, 8);
-    EXPECT_TRUE(c.small_o.mma);  // bf16, stride 1: the tensor-core kernel, 16 x 16 regions
-    EXPECT_EQ(c.small_o.region_h, 16);
-    EXPECT_EQ(c.small_o.region_w, 16);
-    EXPECT_EQ(c.small_o.n_cols, 27);
+    EXPECT_TRUE(c.small_o_taps.active);  // bf16: the taps kernel, 27 of 32 Y columns
+    EXPECT_EQ(c.small_o_taps.n_cols, 27);
+    EXPECT_EQ(c.small_o_taps.n_tiles, 4);
+    EXPECT_NE(to_string(c).find("small_o=taps"), std::string::npos) << to_string(c);
     expect_within_limits(c);
+    // GEMMKIT_CONV_SMALL_O=mma: the region kernel, 16 x 16 regions.
+    const ConvConfig m =
+        select_conv_config(make_problem(s), kH200, request("auto", kDefaultWorkspaceBytes, "mma"));
+    EXPECT_FALSE(m.small_o_taps.active);
+    EXPECT_TRUE(m.small_o.mma);
+    EXPECT_EQ(m.small_o.region_h, 16);
+    EXPECT_EQ(m.small_o.region_w, 16);
+    EXPECT_EQ(m.small_o.n_cols, 27);
+    EXPECT_NE(to_string(m).find("small_o=mma"), std::string::npos) << to_string(m);
+    expect_within_limits(m);
+    // GEMMKIT_CONV_SMALL_O=cuda: the CUDA-core kernel.
+    const ConvConfig k =
+        select_conv_config(make_problem(s), kH200, request("auto", kDefaultWorkspaceBytes, "cuda"));
+    EXPECT_FALSE(k.small_o_taps.active);
+    EXPECT_FALSE(k.small_o.mma);
+    EXPECT_NE(to_string(k).find("small_o=cuda"), std::string::npos) << to_string(k);
+    expect_within_limits(k);
   }
   {
     Spec s;  // o = 5..8 with f32 x: the CUDA-core kernel reads 8-byte vectors (acc[4][8] with
@@ -742,9 +779,11 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     EXPECT_EQ(c.path, ConvPath::small_o);
     EXPECT_FALSE(c.small_o.mma);
     EXPECT_EQ(c.vector, 2);
-    Spec b = s;  // bf16: the tensor-core kernel; 72 P columns need 8 x 8 regions
+    Spec b = s;  // bf16: 72 P columns (> 64: not the taps kernel): the region kernel, 8 x 8
     b.dtype = b.out_dtype = DType::bf16;
     const ConvConfig m = select_conv_config(make_problem(b), kH200, request());
+    EXPECT_FALSE(m.small_o_taps.active);
+    EXPECT_NE(m.reason.find("taps * o = 72 > 64"), std::string::npos) << m.reason;
     EXPECT_TRUE(m.small_o.mma);
     EXPECT_EQ(m.small_o.region(), 64);
     EXPECT_EQ(m.small_o.p_stride, 96);
@@ -1366,14 +1405,22 @@ TEST(ConvCudnn, AutoTakesCudnnExceptWhereOwnPathsWin) {
   EXPECT_NE(c.reason.find("implicit_gemm"), std::string::npos) << c.reason;
   EXPECT_EQ(c.bias, BiasMode::none);
   expect_within_limits(c);
-  // The tensor-core small-o kernel beats cuDNN (VAE conv_out); the CUDA-core one does not.
+  // The tensor-core small-o kernels beat cuDNN (VAE conv_out); the CUDA-core one does not.
   Spec small;
   small.x_shape = {1, 16, 16, 32};
   small.w_shape = {3, 3, 3, 32};
   const ConvConfig small_own = select_conv_config(make_problem(small), dev, request());
   EXPECT_EQ(small_own.path, ConvPath::small_o) << small_own.reason;
-  EXPECT_TRUE(small_own.small_o.mma);
+  EXPECT_TRUE(small_own.small_o_taps.active);
   EXPECT_NE(small_own.reason.find("not cuDNN"), std::string::npos) << small_own.reason;
+  const ConvConfig small_mma =
+      select_conv_config(make_problem(small), dev, request("auto", kDefaultWorkspaceBytes, "mma"));
+  EXPECT_EQ(small_mma.path, ConvPath::small_o) << small_mma.reason;
+  EXPECT_TRUE(small_mma.small_o.mma);
+  EXPECT_EQ(
+      select_conv_config(make_problem(small), dev, request("auto", kDefaultWorkspaceBytes, "cuda"))
+          .path,
+      ConvPath::cudnn);
   small.dtype = DType::f32;
   small.out_dtype = DType::f32;
   EXPECT_EQ(select_conv_config(make_problem(small), dev, request()).path, ConvPath::cudnn);

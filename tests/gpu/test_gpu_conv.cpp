@@ -22,6 +22,11 @@
 #include "reference_double.h"
 #ifdef GEMMKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "api/validate.h"
+#include "common/problems.h"
+#include "cuda/conv/conv_launch.h"
+#include "cuda/conv/conv_select.h"
 #endif
 
 namespace gemmkit {
@@ -44,6 +49,9 @@ struct ConvCase : gemmkit_test::ConvSpec {
   std::vector<std::string> algos;  // besides "auto", algos that must serve the problem
   std::string auto_kernel;         // CallInfo::kernel "auto" must pick ("" = any)
   int64_t workspace_bytes = -1;
+  // The small-o kernel (taps | mma) that auto and direct run with 16-bit x ("" = not checked);
+  // f32 x always runs the CUDA-core kernel (cuda).
+  std::string small_o_variant;
 };
 
 ConvCase make_case(const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
@@ -308,6 +316,35 @@ void expect_auto_kernel(const CallInfo& info, const std::string& own) {
                 << (cudnn_in_auto() ? " or cuda.conv.cudnn" : "") << " (" << info.reason << ")";
 }
 
+// The small-o kernel a call ran, from its reason (conv_config.h's to_string: "small_o=...").
+std::string small_o_variant_of(const CallInfo& info) {
+  for (const char* v : {"taps", "mma", "cuda"}) {
+    if (info.reason.find(std::string("small_o=") + v + " ") != std::string::npos) return v;
+  }
+  return "";
+}
+
+// Whether a small-o call ran the kernel case `c` expects on dtype pair `d`. Under
+// GEMMKIT_CONV_SMALL_O=mma or cuda (scripts/smallo-check.sh runs the variant test so) the setting
+// caps it: mma may fall back to cuda, taps never runs.
+void expect_small_o_variant(const ConvCase& c, const DtypePair& d, const CallInfo& info,
+                            const std::string& what) {
+  if (c.small_o_variant.empty() || info.kernel != "cuda.conv.small_o") return;
+  const std::string got = small_o_variant_of(info);
+  const char* env = std::getenv("GEMMKIT_CONV_SMALL_O");
+  const std::string cap = env == nullptr || std::string(env).empty() ? "auto" : env;
+  if (d.x == DType::f32 || cap == "cuda") {
+    EXPECT_EQ(got, "cuda") << what << ": " << info.reason;
+  } else if (cap == "mma") {
+    EXPECT_TRUE(got == "mma" || got == "cuda") << what << ": " << info.reason;
+    if (c.small_o_variant == "mma") {
+      EXPECT_EQ(got, "mma") << what << ": " << info.reason;
+    }
+  } else {
+    EXPECT_EQ(got, c.small_o_variant) << what << ": " << info.reason;
+  }
+}
+
 void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
   PreparedConv prepared(c, d, seed);
   const auto run = [&](const std::string& algo, CallInfo& info) {
@@ -352,6 +389,7 @@ void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
     if (algo == "direct") {
       EXPECT_FALSE(is_gemm_kernel(info.kernel)) << info.kernel;
     }
+    if (algo == "auto" || algo == "direct") expect_small_o_variant(c, d, info, what);
     if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) continue;
     expect_close_to_cpu(first, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
     CallInfo again_info;
@@ -394,9 +432,12 @@ TEST(GpuConv, ParameterMatrixOtherDtypes) {
 }
 
 // The depthwise window variants (narrow / wide, last-dim stride 1 and 2, several column and row
-// tiles, causal padding) and the tensor-core small-o kernel (channels padded to the 32-channel
-// chunk, several n-tile groups, 1-D and 2-D regions, negative padding) on every dtype pair; the
-// depthwise results must equal the generic kernel's bits.
+// tiles, causal padding) and the three small-o kernels on every dtype pair: the taps kernel
+// (conv_out shapes with several and partial tiles, 1-D, o = 1, c = 40 and 160, stride 2,
+// dilation, negative padding, 8 n-tiles, strided x and out views, 3-D with one tap along dim 0),
+// the tensor-core region kernel where taps * o > 64 (channels padded to the 32-channel chunk,
+// several n-tile groups), the CUDA-core kernel for f32 x; the depthwise results must equal the
+// generic kernel's bits. GEMMKIT_CONV_SMALL_O=mma / cuda runs the same cases on the older kernels.
 TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   GEMMKIT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
@@ -421,28 +462,93 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   depthwise("dw wide 7x7 c40 wide rows", {2, 9, 45, 40}, 7, 1, 3, 3, true);
   depthwise("dw narrow causal conv1d k4 c24", {3, 77, 24}, 4, 1, 3, 0, true);
   depthwise("dw narrow 3x3 many rows", {1, 70, 6, 32}, 3, 1, 1, 1, false);
+  const auto small_o = [&](const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
+                           const std::string& variant) -> ConvCase& {
+    ConvCase k = make_case(name, std::move(x), std::move(w), so, "cuda.conv.small_o");
+    k.small_o_variant = variant;
+    cases.push_back(k);
+    return cases.back();
+  };
   {
-    ConvCase k = make_case("small-o tc o8 c40 3x3 (channel padding, 3 n-groups)", {2, 11, 13, 40},
-                           {8, 3, 3, 40}, so, "cuda.conv.small_o");
+    ConvCase& k = small_o("small-o mma o8 c40 3x3 (72 columns: channel padding, 3 n-groups)",
+                          {2, 11, 13, 40}, {8, 3, 3, 40}, "mma");
     k.params.padding_lo = {1};
     k.params.padding_hi = {1};
     k.bias = true;
-    cases.push_back(k);
   }
   {
-    ConvCase k = make_case("small-o tc 1d o3 c64 k5 negative pad", {2, 300, 64}, {3, 5, 64}, so,
-                           "cuda.conv.small_o");
+    ConvCase& k =
+        small_o("small-o mma o3 c32 5x5 (75 columns)", {1, 21, 26, 32}, {3, 5, 5, 32}, "mma");
+    k.params.padding_lo = {2};
+    k.params.padding_hi = {2};
+  }
+  {
+    ConvCase& k =
+        small_o("small-o taps 1d o3 c64 k5 negative pad", {2, 300, 64}, {3, 5, 64}, "taps");
     k.params.padding_lo = {4};
     k.params.padding_hi = {-1};
-    cases.push_back(k);
   }
   {
-    ConvCase k = make_case("small-o tc o1 c16 5x5 pad 2 bias", {1, 31, 29, 16}, {1, 5, 5, 16}, so,
-                           "cuda.conv.small_o");
+    ConvCase& k =
+        small_o("small-o taps o1 c16 5x5 pad 2 bias", {1, 31, 29, 16}, {1, 5, 5, 16}, "taps");
     k.params.padding_lo = {2};
     k.params.padding_hi = {2};
     k.bias = true;
-    cases.push_back(k);
+  }
+  {
+    ConvCase& k = small_o("small-o taps conv_out c128 o3 bias (partial 16 x 16 tiles)",
+                          {1, 45, 70, 128}, {3, 3, 3, 128}, "taps");
+    k.params.padding_lo = {1};
+    k.params.padding_hi = {1};
+    k.bias = true;
+  }
+  {
+    ConvCase& k = small_o("small-o taps o1 c40 batch 3", {3, 19, 21, 40}, {1, 3, 3, 40}, "taps");
+    k.params.padding_lo = {1};
+    k.params.padding_hi = {1};
+  }
+  {
+    ConvCase& k = small_o("small-o taps o2 c160 stride 2 dilation 2 asymmetric pad",
+                          {1, 27, 33, 160}, {2, 3, 3, 160}, "taps");
+    k.params.stride = {2};
+    k.params.kernel_dilation = {2};
+    k.params.padding_lo = {2, 1};
+    k.params.padding_hi = {1, 3};
+    k.bias = true;
+  }
+  {
+    ConvCase& k =
+        small_o("small-o taps o3 c16 negative padding 2x3", {2, 14, 17, 16}, {3, 2, 3, 16}, "taps");
+    k.params.padding_lo = {-1, 2};
+    k.params.padding_hi = {-2, -1};
+  }
+  {
+    ConvCase& k = small_o("small-o taps o7 c48 (63 columns: 8 n-tiles) flip", {1, 12, 19, 48},
+                          {7, 3, 3, 48}, "taps");
+    k.params.padding_lo = {1};
+    k.params.padding_hi = {1};
+    k.params.flip = true;
+    k.bias = true;
+  }
+  {
+    ConvCase& k = small_o("small-o taps x with gaps, out channels strided", {2, 9, 14, 32},
+                          {3, 3, 3, 32}, "taps");
+    k.params.padding_lo = {1};
+    k.params.padding_hi = {1};
+    k.x_layout.pad = {1, 2, 1, 8};
+    k.x_layout.offset = 16;
+    k.out_layout.order = {3, 0, 1, 2};
+    k.out_layout.pad = {0, 1, 0, 0};
+    k.out_layout.offset = 3;
+    k.bias = true;
+  }
+  {
+    ConvCase& k = small_o("small-o taps 3-D one tap along dim 0, stride 2 there", {1, 5, 9, 10, 16},
+                          {2, 1, 3, 3, 16}, "taps");
+    k.params.stride = {2, 1, 1};
+    k.params.padding_lo = {1, 1, 1};
+    k.params.padding_hi = {1, 0, 2};
+    k.bias = true;
   }
   const DtypePair pairs[] = {
       {DType::bf16, DType::bf16}, {DType::f16, DType::f32}, {DType::f32, DType::f32}};
@@ -451,6 +557,81 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
     for (const ConvCase& c : cases) run_case(c, d, seed += 10);
   }
 }
+
+#ifdef GEMMKIT_WITH_CUDA
+// The taps kernel launched directly (conv_launch.h) next to the tensor-core region kernel on
+// problems both serve: the same products (same k-slot permutation) summed in the same order
+// (per tap, 32-channel chunks ascending, two k-steps each; then taps row-major, + bias), so the
+// same bits; and the same bits whatever the grid (tiles strided over 1, 3 or the planned blocks).
+TEST(GpuConv, SmallOTapsKernelBitsAndGrids) {
+  GEMMKIT_REQUIRE_GPU();
+  using namespace cuda::conv_impl;
+  const DeviceDescription dev = describe_device(0);
+  std::vector<ConvCase> cases;
+  const auto add = [&](const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
+                       int64_t pad_lo, int64_t pad_hi, bool bias) {
+    ConvCase k = make_case(name, std::move(x), std::move(w), {});
+    k.params.padding_lo = {pad_lo};
+    k.params.padding_hi = {pad_hi};
+    k.bias = bias;
+    cases.push_back(k);
+  };
+  add("conv_out c128 o3 bias", {1, 45, 70, 128}, {3, 3, 3, 128}, 1, 1, true);
+  add("o1 c40 batch 2", {2, 17, 33, 40}, {1, 3, 3, 40}, 1, 1, false);
+  add("1d o3 c64 k5", {2, 300, 64}, {3, 5, 64}, 4, -1, true);
+  add("o2 c16 5x5", {1, 31, 29, 16}, {2, 5, 5, 16}, 2, 2, true);
+  const DtypePair pairs[] = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32}};
+  uint64_t seed = 12000;
+  for (const DtypePair& d : pairs) {
+    for (const ConvCase& c : cases) {
+      const std::string what = label(c, d, "direct launches");
+      SCOPED_TRACE(what);
+      PreparedConv prepared(c, d, seed += 10);
+      detail::ConvProblem p = detail::conv_geometry("test", c.x_shape, c.w_shape, c.params);
+      p.x = prepared.dx.view;
+      p.weight = prepared.dw.view;
+      p.has_bias = c.bias;
+      if (c.bias) p.bias = prepared.db.view;
+      p.out = prepared.dout.view;
+      const ConvConfig taps =
+          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "taps"));
+      const ConvConfig mma =
+          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "mma"));
+      ASSERT_TRUE(taps.small_o_taps.active) << to_string(taps);
+      ASSERT_TRUE(mma.small_o.mma) << to_string(mma);
+      const ConvGeometry g = normalize(p);
+      ConvPointers ptr;
+      ptr.x = p.x.data;
+      ptr.w = p.weight.data;
+      ptr.bias = c.bias ? p.bias.data : nullptr;
+      ptr.out = p.out.data;
+      const auto run = [&](const ConvConfig& k) {
+        return prepared.run([&] {
+          if (k.small_o_taps.active) {
+            launch_conv_small_o_taps(g, k.small_o_taps, d.x, d.out, ptr, k.grid, k.smem_bytes,
+                                     nullptr);
+          } else {
+            launch_conv_small_o(g, k.small_o, k.vector, d.x, d.out, ptr, k.grid, k.block,
+                                k.smem_bytes, nullptr);
+          }
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        });
+      };
+      const HostTensor first = run(taps);
+      if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) continue;
+      EXPECT_TRUE(gemmkit_test::same_bits(first, run(mma)))
+          << what << ": the taps and region kernels differ";
+      for (const int64_t blocks : {int64_t{1}, int64_t{3}}) {
+        ConvConfig k = taps;
+        k.small_o_taps.grid = std::min(blocks, k.small_o_taps.tiles);
+        k.small_o_taps.tiles_per_block = ceil_div(k.small_o_taps.tiles, k.small_o_taps.grid);
+        k.grid.x = static_cast<uint32_t>(k.small_o_taps.grid);
+        EXPECT_TRUE(gemmkit_test::same_bits(first, run(k))) << what << ": grid " << blocks;
+      }
+    }
+  }
+}
+#endif
 
 TEST(GpuConv, AlgoThatCannotServeIsAnError) {
   GEMMKIT_REQUIRE_GPU();

@@ -59,6 +59,7 @@ const DeviceProperties& device_properties(int device) {
     p->multiprocessors = attribute(cudaDevAttrMultiProcessorCount);
     p->l2_bytes = attribute(cudaDevAttrL2CacheSize);
     p->shared_per_block_optin = attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    p->shared_per_multiprocessor = attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
     p->max_grid_x = attribute(cudaDevAttrMaxGridDimX);
     p->max_grid_y = attribute(cudaDevAttrMaxGridDimY);
     p->max_grid_z = attribute(cudaDevAttrMaxGridDimZ);

@@ -29,6 +29,7 @@ struct DeviceProperties {
   int multiprocessors = 0;
   int64_t l2_bytes = 0;
   int64_t shared_per_block_optin = 0;
+  int64_t shared_per_multiprocessor = 0;
   int max_grid_x = 0, max_grid_y = 0, max_grid_z = 0;
   bool cluster_launch = false;
 };

@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX the kernels use: mbarriers, bulk tensor copies (TMA),
-// programmatic dependent launch, thread-block-cluster shared memory (sm_90), ldmatrix and the
-// m16n8k16 tensor-core MMA. Device code only.
+// programmatic dependent launch, thread-block-cluster shared memory (sm_90), ldmatrix, streaming
+// global loads, the m16n8k16 tensor-core MMA and cp.async. Device code only.
 #pragma once
 
 #include <cuda.h>
@@ -134,6 +134,18 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) 
                : "r"(address));
 }
 
+// ---- Global loads ------------------------------------------------------------------------------
+// 16 bytes of global memory that nothing writes while the kernel runs, through the non-coherent
+// path and not allocated in L1 (data the SM streams once; keeps L1 for the kernel's shared
+// memory). Volatile: issued where the kernel places it (software pipelines rely on that).
+__device__ __forceinline__ uint4 ld_global_nc_na_v4(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 // ---- Tensor-core MMA ----------------------------------------------------------------------------
 // d += a * b for one mma.sync m16n8k16 with fp32 accumulators; T (__nv_bfloat16 or __half) is the
 // type of the pairs the A fragment (a) and B fragment (b0, b1) registers hold.
@@ -156,10 +168,9 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
   }
 }
 
-// ---- cp.async
-// ------------------------------------------------------------------------------------ 16 bytes
-// global -> shared, asynchronous; src_bytes = 0 reads nothing and writes 16 zero bytes. .ca keeps
-// the line in L1 (for data neighbouring threads re-read); .cg bypasses L1.
+// ---- cp.async -----------------------------------------------------------------------------------
+// 16 bytes global -> shared, asynchronous; src_bytes = 0 reads nothing and writes 16 zero bytes.
+// .ca keeps the line in L1 (for data neighbouring threads re-read); .cg bypasses L1.
 __device__ __forceinline__ void cp_async_ca16(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes)

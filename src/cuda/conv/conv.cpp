@@ -29,6 +29,7 @@ DeviceDescription describe_device(int device) {
   d.max_grid_y = props.max_grid_y;
   d.max_grid_z = props.max_grid_z;
   d.shared_per_block_optin = props.shared_per_block_optin;
+  d.shared_per_multiprocessor = props.shared_per_multiprocessor;
   d.cudnn_why_not = cudnn_unavailable_reason();
   d.cudnn = d.cudnn_why_not.empty();
   return d;
@@ -44,7 +45,8 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   DeviceGuard guard(device);
   const ConvRequest request = resolve_request(
       options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
-      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"));
+      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"),
+      detail::env_setting("GEMMKIT_CONV_SMALL_O"));
   ConvConfig config = select_conv_config(problem, dev, request);
   const ConvGeometry g = normalize(problem);
   const cudaStream_t s = stream;
@@ -92,8 +94,13 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
                             config.grid, config.smem_bytes, s);
       break;
     case ConvPath::small_o:
-      launch_conv_small_o(g, config.small_o, config.vector, x_dtype, out_dtype, ptr, config.grid,
-                          config.block, config.smem_bytes, s);
+      if (config.small_o_taps.active) {
+        launch_conv_small_o_taps(g, config.small_o_taps, x_dtype, out_dtype, ptr, config.grid,
+                                 config.smem_bytes, s);
+      } else {
+        launch_conv_small_o(g, config.small_o, config.vector, x_dtype, out_dtype, ptr, config.grid,
+                            config.block, config.smem_bytes, s);
+      }
       break;
     case ConvPath::implicit_gemm:
       launch_conv_implicit_gemm(problem, config.implicit, s);

@@ -6,7 +6,9 @@
 // Paths (docs/conv.md has the full rules):
 //   direct       generic direct kernel, any problem, any strides ("reference" forces it)
 //   depthwise    groups == c (any channel multiplier), unit channel strides
-//   small_o      o <= 8, groups == 1, unit channel strides: warps split the channel reduction
+//   small_o      o <= 8, groups == 1, unit channel stride of x: the tap-GEMM kernel (tensor
+//                cores, one 1x1 GEMM by every tap's weights, then a shift-add), else the older
+//                tensor-core region kernel, else the CUDA-core kernel (GEMMKIT_CONV_SMALL_O)
 //   gemm_1x1     1x1 kernel, stride 1, no padding, no dilation: x is the GEMM operand as it is
 //   unfold_gemm  im2col into a bounded workspace, then one strided-batched cuBLASLt GEMM per
 //                chunk of output rows (batch = groups)
@@ -44,7 +46,8 @@ constexpr int kDirectBlock = 256;
 constexpr int64_t kBlocksPerSm = 16;
 // Small-o kernel: largest o it serves.
 constexpr int64_t kSmallOMax = kSmallOMaxO;
-// Shared memory a conv kernel may use (the default per-block limit, no opt-in needed).
+// Shared memory a conv kernel may use without opting in (the default per-block limit); the
+// implicit GEMM and the small-o taps kernel opt in to more.
 constexpr int64_t kMaxKernelSmem = 48 * 1024;
 // cuBLASLt calls: at most this many groups per batched call and output rows per call, so that
 // no library grid dimension (65535 on y / z) can overflow whichever axis it tiles.
@@ -58,6 +61,7 @@ struct DeviceDescription {
   int64_t max_grid_x = kMaxGridX;
   int64_t max_grid_y = kMaxGridYZ, max_grid_z = kMaxGridYZ;
   int64_t shared_per_block_optin = 227 * 1024;
+  int64_t shared_per_multiprocessor = 228 * 1024;
   // cuDNN built in and usable on this device (conv_cudnn.h); when not, why not.
   bool cudnn = false;
   std::string cudnn_why_not = "cuDNN not built (configure found no cuDNN)";
@@ -132,6 +136,9 @@ struct ConvRequest {
   int64_t workspace_bytes = kDefaultWorkspaceBytes;
   // Whether auto may pick cuDNN (GEMMKIT_CONV_CUDNN=0 turns it off: own paths only).
   bool cudnn_in_auto = true;
+  // The first small-o kernel the small-o path may take (GEMMKIT_CONV_SMALL_O): "auto" / "taps"
+  // (taps, else mma, else cuda), "mma" (mma, else cuda) or "cuda" (the CUDA-core kernel only).
+  std::string small_o = "auto";
 };
 
 struct ConvConfig {
@@ -148,7 +155,8 @@ struct ConvConfig {
   int lanes = 1;           // lanes sharing one output position group (small_o)
   int64_t smem_bytes = 0;  // dynamic shared memory of the main kernel
   DepthwiseTiling depthwise;
-  SmallOTiling small_o;
+  SmallOTiling small_o;           // the tensor-core region kernel (mma) and the CUDA-core kernel
+  SmallOTapsTiling small_o_taps;  // the taps kernel, when active
   ImplicitGemmPlan implicit;
 
   // GEMM paths.
@@ -175,7 +183,21 @@ inline std::string to_string(const ConvConfig& c) {
   s << "path=" << path_name(c.path) << " algo=" << c.algo << " block=" << c.block << " grid=("
     << c.grid.x << "," << c.grid.y << "," << c.grid.z << ") vector=" << c.vector;
   if (c.path == ConvPath::depthwise) s << " tile=" << c.tile;
-  if (c.path == ConvPath::small_o) s << " lanes=" << c.lanes << " tile=" << c.tile;
+  if (c.path == ConvPath::small_o) {
+    const SmallOTapsTiling& t = c.small_o_taps;
+    if (t.active) {
+      s << " small_o=taps tile=" << t.tile_h << "x" << t.tile_w << " region=" << t.region_h << "x"
+        << t.region_w << " m_tiles=" << t.m_tiles << " n_tiles=" << t.n_tiles
+        << " y_stride=" << t.y_stride << " smem=" << c.smem_bytes
+        << " blocks_per_sm=" << t.blocks_per_sm << " tiles=" << t.tiles
+        << " tiles_per_block=" << t.tiles_per_block;
+    } else if (c.small_o.mma) {
+      s << " small_o=mma tile=" << c.small_o.tile_h << "x" << c.small_o.tile_w
+        << " smem=" << c.smem_bytes;
+    } else {
+      s << " small_o=cuda lanes=" << c.lanes << " tile=" << c.tile;
+    }
+  }
   if (c.path == ConvPath::gemm_1x1 || c.path == ConvPath::unfold_gemm) {
     s << " chunk_rows=" << c.chunk_rows << " chunks=" << c.chunks
       << " unfold_bytes=" << c.unfold_bytes << " scratch_bytes=" << c.scratch_bytes
@@ -195,12 +217,18 @@ inline bool is_known_algo(const std::string& algo) {
 
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
+inline bool is_small_o_variant(const std::string& v) {
+  return v == "auto" || v == "taps" || v == "mma" || v == "cuda";
+}
+
 // options.algo if set, else GEMMKIT_CONV_ALGO's value `env` if set, else "auto". Unknown names
 // are an Error naming where the value came from. `env_cudnn` is GEMMKIT_CONV_CUDNN: "" or "1"
 // lets auto use cuDNN, "0" keeps auto on the own paths; anything else is an Error.
+// `env_small_o` is GEMMKIT_CONV_SMALL_O ("" = auto; else auto | taps | mma | cuda).
 inline ConvRequest resolve_request(const std::string& option_algo, const std::string& env_algo,
                                    int64_t option_workspace, const std::string& env_workspace_mb,
-                                   const std::string& env_cudnn = "") {
+                                   const std::string& env_cudnn = "",
+                                   const std::string& env_small_o = "") {
   ConvRequest r;
   if (!option_algo.empty()) {
     r.algo = option_algo;
@@ -215,6 +243,13 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
     r.cudnn_in_auto = false;
   } else if (!env_cudnn.empty() && env_cudnn != "1") {
     detail::fail(kOp, "GEMMKIT_CONV_CUDNN", "'" + env_cudnn + "': must be 0 or 1");
+  }
+  if (!env_small_o.empty()) {
+    if (!is_small_o_variant(env_small_o)) {
+      detail::fail(kOp, "GEMMKIT_CONV_SMALL_O",
+                   "'" + env_small_o + "': must be one of auto, taps, mma, cuda");
+    }
+    r.small_o = env_small_o;
   }
   if (option_workspace >= 0) {
     r.workspace_bytes = option_workspace;
@@ -292,16 +327,40 @@ inline bool small_o_mma_fits(const detail::ConvProblem& p, SmallOTiling& t) {
          plan_small_o_mma(normalize(p), kMaxKernelSmem, t).empty();
 }
 
-inline std::string why_not_small_o(const detail::ConvProblem& p) {
+// Whether the taps kernel serves p (o and groups checked by why_not_small_o): "" and its tiling,
+// else why not. Needs 16-bit x with unit channel stride, c % 8 == 0, a 16-byte aligned x whose
+// other strides are multiples of 8 elements (16-byte loads of 8 channels at every pixel), and a
+// geometry plan_small_o_taps accepts; out, weight and bias may have any strides.
+inline std::string why_not_small_o_taps(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                        SmallOTapsTiling& t) {
+  t = SmallOTapsTiling{};
+  if (p.x.dtype == DType::f32) return "f32 x (no 16-bit MMA operands)";
+  if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
+  if (p.in_channels % 8 != 0) return "c % 8 != 0";
+  if (pointer_alignment(p.x.data) < 16) return "x is not 16-byte aligned";
+  if (!outer_strides_multiple_of(p.x, 8)) return "x's strides are not multiples of 8 elements";
+  return plan_small_o_taps(normalize(p), dev.multiprocessors, dev.shared_per_block_optin,
+                           dev.shared_per_multiprocessor, t);
+}
+
+// Whether the small-o path serves p with a kernel that `variant` (ConvRequest::small_o) allows.
+inline std::string why_not_small_o(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                   const std::string& variant = "auto") {
   if (p.out_channels > kSmallOMax) {
     return "o = " + std::to_string(p.out_channels) + " > " + std::to_string(kSmallOMax);
   }
   if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
+  SmallOTapsTiling taps;
+  if ((variant == "auto" || variant == "taps") && why_not_small_o_taps(p, dev, taps).empty()) {
+    return "";
+  }
   SmallOTiling mma;
-  if (!small_o_mma_fits(p, mma) && small_o_weight_bytes(p) > kMaxKernelSmem) {
+  if (variant != "cuda" && small_o_mma_fits(p, mma)) return "";
+  if (small_o_weight_bytes(p) > kMaxKernelSmem) {
     return "the weight (" + std::to_string(small_o_weight_bytes(p)) + " bytes) does not fit in " +
-           std::to_string(kMaxKernelSmem / 1024) + " KiB of shared memory";
+           std::to_string(kMaxKernelSmem / 1024) + " KiB of shared memory" +
+           (variant == "auto" ? "" : " (GEMMKIT_CONV_SMALL_O=" + variant + ")");
   }
   return "";
 }
@@ -549,14 +608,19 @@ inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDes
   return c;
 }
 
-// Small-o kernels (conv_small_o.cuh). 16-bit x whose channels load as 16-byte vectors and a
-// geometry plan_small_o_mma accepts: the tensor-core kernel (256 threads, weights as MMA
-// fragments + the region's per-tap products in shared memory). Otherwise the CUDA-core kernel:
-// `lanes` lanes share a strip of kSmallOPositions outputs along the last spatial dim, each
-// reducing every lanes-th vector of `vector` channels for all o outputs, with the whole weight
-// staged in shared memory in x's type.
+// Small-o kernels, the first that `variant` allows and that serves p:
+//   taps  (conv_small_o_taps.cuh) why_not_small_o_taps: 256 threads, B fragments + Y in opt-in
+//         shared memory, the grid of plan_small_o_taps
+//   mma   (conv_small_o.cuh) 16-bit x whose channels load as 16-byte vectors and a geometry
+//         plan_small_o_mma accepts: 256 threads, weights as MMA fragments + the region's per-tap
+//         products in 48 KiB of shared memory
+//   cuda  (conv_small_o.cuh) `lanes` lanes share a strip of kSmallOPositions outputs along the
+//         last spatial dim, each reducing every lanes-th vector of `vector` channels for all o
+//         outputs, with the whole weight staged in shared memory in x's type.
+// The reason names why the faster kernels did not serve.
 inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescription& dev,
-                                 const std::string& algo, const std::string& reason) {
+                                 const std::string& algo, const std::string& reason,
+                                 const std::string& variant = "auto") {
   ConvConfig c;
   c.path = ConvPath::small_o;
   c.algo = algo;
@@ -564,7 +628,25 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
   c.vector = vector_width_for(p, p.in_channels);
   SmallOTiling& t = c.small_o;
   c.grid_cap = max_blocks(dev);
-  if (small_o_mma_fits(p, t)) {
+  std::string no_taps = "GEMMKIT_CONV_SMALL_O=" + variant;
+  if (variant == "auto" || variant == "taps") {
+    no_taps = why_not_small_o_taps(p, dev, c.small_o_taps);
+    if (no_taps.empty()) {
+      const SmallOTapsTiling& k = c.small_o_taps;
+      c.reason +=
+          ": taps kernel (one 1x1 GEMM of each input region by all taps' weights, then a "
+          "shift-add)";
+      c.block = kSmallOTapsThreads;
+      c.tile = static_cast<int>(k.tile_h * k.tile_w);
+      c.grid_cap = k.grid;
+      c.grid.x = static_cast<uint32_t>(k.grid);
+      c.smem_bytes = k.smem_bytes();
+      return c;
+    }
+  }
+  c.small_o_taps = SmallOTapsTiling{};
+  if (variant != "cuda" && small_o_mma_fits(p, t)) {
+    c.reason += ": tensor-core region kernel (taps kernel: " + no_taps + ")";
     c.block = kSmallOMmaThreads;
     c.tile = static_cast<int>(t.tile_h * t.tile_w);
     t.tiles_per_block = ceil_div(t.tiles, std::min(c.grid_cap, kMaxGridX));
@@ -572,6 +654,8 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
     c.smem_bytes = t.weight_bytes + t.region() * t.p_stride * 4;
     return c;
   }
+  c.reason += ": CUDA-core kernel (taps kernel: " + no_taps + "; tensor-core region kernel: " +
+              (variant == "cuda" ? "GEMMKIT_CONV_SMALL_O=cuda" : "does not apply") + ")";
   t = SmallOTiling{};
   // acc[4][8] with 16-byte vectors would spill: o > 4 reads 8-byte vectors.
   if (p.out_channels > 4 && c.vector * elem_size(p.x.dtype) > 8) c.vector /= 2;

@@ -453,6 +453,337 @@ inline std::string plan_small_o_mma(const ConvGeometry& g, int64_t max_smem, Sma
          std::to_string(max_smem / 1024) + " KiB of shared memory";
 }
 
+// ---- Small-o taps tiling ------------------------------------------------------------------------
+
+// Tap-GEMM small-o kernel (conv_small_o_taps.cuh): a 1x1 GEMM of a block's input region by every
+// tap's weights, Y[r][tap * o + oc] = sum_ci x[r][ci] * w[oc][tap][ci] (M = region pixels, N =
+// taps * o, K = c), then a shift-add gather out[p][oc] = sum_tap Y[src(p, tap)][tap * o + oc].
+// A block owns an output tile of tile_h x tile_w positions of one plane (n, d0) along dims 1 and
+// 2; its input region is region_h x region_w pixels ((tile - 1) * stride + (kernel - 1) *
+// dilation + 1 per dim), row-major, cut into m-tiles of 16 pixels that the warps take in turn
+// (m-tile warp, warp + 8, ...). A warp step multiplies one m-tile by one channel group (4 chunks
+// of 32 channels); the steps of a warp run (tile, m-tile, group) in that nesting order. Tiles
+// are numbered (plane * row_tiles + row_tile) * col_tiles + col_tile; block b takes tiles b,
+// b + grid, b + 2 grid, ... (64-bit), so any tile count fits a grid of resident blocks.
+constexpr int kSmallOTapsThreads = 256;
+constexpr int kSmallOTapsWarps = kSmallOTapsThreads / 32;
+constexpr int kSmallOTapsMRows = 16;       // region pixels per m-tile (the MMA's M)
+constexpr int kSmallOTapsChunk = 32;       // channels per chunk: two m16n8k16 k-steps
+constexpr int kSmallOTapsGroupChunks = 4;  // chunks per load group: 8 16-byte loads per lane
+constexpr int kSmallOTapsMaxCols = 64;     // taps * o at most: 8 n-tiles of 8 columns
+// Bytes of one chunk of B fragments for one n-tile: 32 lanes x 16 bytes.
+constexpr int64_t kSmallOTapsChunkBytes = 32 * 16;
+// Shared memory the CUDA runtime reserves per block (sm_80 and later).
+constexpr int64_t kSmallOTapsSmemReserve = 1024;
+
+// Resident blocks per multiprocessor that the kernel's registers allow (its __launch_bounds__
+// minimum): 2, so up to 128 registers per thread. (At 3 blocks, 80 registers, the 32 registers
+// of one step's x, 16-32 accumulators and the tile's 64-bit coordinates spill; 2 blocks of 8
+// warps with 4 KiB of loads in flight each already cover the DRAM latency.)
+constexpr int kSmallOTapsMinBlocks = 2;
+
+struct SmallOTapsTiling {
+  bool active = false;
+  int n_tiles = 4;                     // MMA n-tiles of 8 columns: 4 or 8 (kernel template)
+  int64_t n_cols = 1;                  // taps * o: columns of Y
+  int64_t y_stride = 1;                // floats per region pixel in Y: n_cols rounded up to odd
+  int64_t chunks = 1;                  // ceil(c / 32)
+  int64_t channel_groups = 1;          // ceil(chunks / 4): warp steps per m-tile
+  int64_t tile_h = 1, tile_w = 1;      // output positions of a tile (dims 1 and 2)
+  int64_t region_h = 1, region_w = 1;  // input pixels the tile reads
+  int64_t m_tiles = 1;                 // ceil(region / 16)
+  int64_t row_tiles = 1, col_tiles = 1;
+  int64_t tiles = 1;            // batch * out[0] * row_tiles * col_tiles
+  int64_t weight_bytes = 0;     // chunks * n_tiles * kSmallOTapsChunkBytes: B fragments
+  int64_t y_bytes = 0;          // region * y_stride * 4: Y in fp32
+  int64_t blocks_per_sm = 1;    // resident blocks (registers, shared memory)
+  int64_t tiles_per_block = 1;  // most tiles one block takes
+  int64_t grid = 1;             // blocks: ceil(tiles / tiles_per_block)
+  GEMMKIT_CONV_HD int64_t region() const { return region_h * region_w; }
+  GEMMKIT_CONV_HD int64_t smem_bytes() const { return weight_bytes + y_bytes; }
+};
+
+// The tile of tiling `t` numbered `tile`: plane (n, d0), first output row / column, whether the
+// input plane along dim 0 is real (plane_ok; else every tap is padding) and x's offset of that
+// plane (x_plane), and the input coordinates of region pixel (0, 0) (may be negative or past the
+// input: padding).
+struct SmallOTapsTile {
+  int64_t n = 0, d0 = 0, oh0 = 0, ow0 = 0;
+  bool plane_ok = false;
+  int64_t x_plane = 0;
+  int64_t ih0 = 0, iw0 = 0;
+};
+
+GEMMKIT_CONV_HD SmallOTapsTile small_o_taps_tile(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                                 int64_t tile) {
+  SmallOTapsTile s;
+  const int64_t q = div_nonneg(tile, t.col_tiles);
+  s.ow0 = (tile - q * t.col_tiles) * t.tile_w;
+  const int64_t plane = div_nonneg(q, t.row_tiles);
+  s.oh0 = (q - plane * t.row_tiles) * t.tile_h;
+  s.n = div_nonneg(plane, g.out[0]);
+  s.d0 = plane - s.n * g.out[0];
+  int64_t i0 = 0;
+  s.plane_ok = tap_source(g, 0, s.d0, 0, i0);
+  s.x_plane = s.n * g.x_stride[0] + i0 * g.x_stride[1];
+  s.ih0 = s.oh0 * g.stride[1] - g.pad_lo[1];
+  s.iw0 = s.ow0 * g.stride[2] - g.pad_lo[2];
+  return s;
+}
+
+// In-tile indices (region pixels, Y columns and entries, channels, m-tiles, groups, tile
+// positions) are `int`: the plan bounds Y and the B fragments by shared memory (region < 2^15
+// pixels, c < 2^11). Offsets into x, weight and out are int64.
+
+// Region pixel r (row-major, region_w wide) of tile s: whether it is a real input pixel (not the
+// m-tail past the region, padding or cropped input: those rows load zeros), and the element
+// offset of its channel 0 in x.
+GEMMKIT_CONV_HD bool small_o_taps_pixel(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                        const SmallOTapsTile& s, int r, int64_t& offset) {
+  const int region_w = static_cast<int>(t.region_w);
+  if (!s.plane_ok || r >= region_w * static_cast<int>(t.region_h)) return false;
+  const int rh = r / region_w;
+  const int64_t ih = s.ih0 + rh, iw = s.iw0 + (r - rh * region_w);
+  if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) return false;
+  offset = s.x_plane + ih * g.x_stride[2] + iw * g.x_stride[3];
+  return true;
+}
+
+// The m-tile row (0 .. 15) whose x lane `lane` loads into its registers a[.][h] (h = 0, 1): the
+// A-fragment rows q = lane / 4 and q + 8.
+GEMMKIT_CONV_HD int small_o_taps_a_row(int lane, int h) {
+  return (lane >> 2) + h * 8;
+}
+
+// First channel of the 8 that lane `lane` loads (one 16-byte vector per row) for chunk k of
+// channel group `group`: 8 (lane % 4) into the chunk; the load happens only when it is < c
+// (c % 8 == 0: all 8 are then). small_o_taps_a_fragment gives them their k-slots.
+GEMMKIT_CONV_HD int small_o_taps_channel(int group, int k, int lane) {
+  return (group * kSmallOTapsGroupChunks + k) * kSmallOTapsChunk + (lane & 3) * 8;
+}
+
+// B fragments in shared memory: 16-byte unit (chunk, n_tile, lane) holds the weights of column
+// n = n_tile * 8 + lane / 4 for channels chunk * 32 + (lane % 4) * 8 .. + 7 (a warp reads 512
+// consecutive bytes per (chunk, n-tile)).
+GEMMKIT_CONV_HD int small_o_taps_b_unit(const SmallOTapsTiling& t, int chunk, int n_tile,
+                                        int lane) {
+  return (chunk * t.n_tiles + n_tile) * 32 + lane;
+}
+
+// Weights of Y column n = tap * o + oc (tap = window tap, row-major over dims 1, 2) for channels
+// ch0 .. ch0 + 7 (ch0 % 8 == 0): false for the padding columns (n >= taps * o) and channels
+// (ch0 >= c), which hold zeros; else channel ch0 + e is at offset + e * w_stride[4]. Flip maps
+// the window tap to the weight's (weight_tap).
+GEMMKIT_CONV_HD bool small_o_taps_weight(const ConvGeometry& g, int n, int ch0, int64_t& offset) {
+  const int o = static_cast<int>(g.o), k2 = static_cast<int>(g.kernel[2]);
+  if (n >= static_cast<int>(g.kernel[1]) * k2 * o || ch0 >= g.c) return false;
+  const int tap = n / o;
+  const int oc = n - tap * o;
+  const int t1 = tap / k2;
+  const int t2 = tap - t1 * k2;
+  offset = oc * g.w_stride[0] + weight_tap(g, 1, t1) * g.w_stride[2] +
+           weight_tap(g, 2, t2) * g.w_stride[3] + ch0 * g.w_stride[4];
+  return true;
+}
+
+// MMA fragments (PTX mma.m16n8k16 .row.col, 16-bit A and B, fp32 D). Lane (q = lane / 4,
+// k = lane % 4) holds, two 16-bit elements per register (the lower index in the low half):
+//   A: reg 0 (row q, k-slots 2k, 2k+1), 1 (row q+8, 2k, 2k+1), 2 (row q, 2k+8, 2k+9),
+//      3 (row q+8, 2k+8, 2k+9)
+//   B: reg 0 (k-slots 2k, 2k+1; column q), reg 1 (k-slots 2k+8, 2k+9; column q)
+//   D: element e at (row q + 8 (e / 2), column 2k + e % 2)
+// The taps kernel's lane holds, for rows q and q + 8 of its m-tile, channels 8k .. 8k + 7 of a
+// 32-channel chunk as 4 registers (one 16-byte load each); k-step `half` (0, 1) of the chunk
+// takes registers 2 half and 2 half + 1 of each row, so channels 8k + 4 half + {0, 1, 2, 3} are
+// its k-slots {2k, 2k+1, 2k+8, 2k+9}. B units hold the same 8 channels of a column.
+GEMMKIT_CONV_HD void small_o_taps_a_fragment(const uint32_t (&row_q)[4],
+                                             const uint32_t (&row_q8)[4], int half,
+                                             uint32_t (&a)[4]) {
+  a[0] = row_q[2 * half];
+  a[1] = row_q8[2 * half];
+  a[2] = row_q[2 * half + 1];
+  a[3] = row_q8[2 * half + 1];
+}
+
+GEMMKIT_CONV_HD void small_o_taps_b_fragment(const uint32_t (&unit)[4], int half, uint32_t& b0,
+                                             uint32_t& b1) {
+  b0 = unit[2 * half];
+  b1 = unit[2 * half + 1];
+}
+
+// Row (in the m-tile) and column (in the n-tile) of accumulator element e of lane `lane`.
+GEMMKIT_CONV_HD int small_o_taps_acc_row(int lane, int e) {
+  return (lane >> 2) + (e >> 1) * 8;
+}
+GEMMKIT_CONV_HD int small_o_taps_acc_col(int lane, int e) {
+  return (lane & 3) * 2 + (e & 1);
+}
+
+// Y entry (region pixel r, column n), in floats from Y's start.
+GEMMKIT_CONV_HD int small_o_taps_y(const SmallOTapsTiling& t, int r, int n) {
+  return r * static_cast<int>(t.y_stride) + n;
+}
+
+// Output e of tile s (e < tile_h * tile_w * o, output channel fastest, then the tile's columns,
+// then its rows: consecutive threads store consecutive elements of an NHWC row): false past the
+// output's edge; else its tile coordinates (ph, pw) and channel oc.
+GEMMKIT_CONV_HD bool small_o_taps_output(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                         const SmallOTapsTile& s, int e, int& ph, int& pw,
+                                         int& oc) {
+  const int o = static_cast<int>(g.o), tile_w = static_cast<int>(t.tile_w);
+  const int pos = e / o;
+  oc = e - pos * o;
+  ph = pos / tile_w;
+  pw = pos - ph * tile_w;
+  return s.oh0 + ph < g.out[1] && s.ow0 + pw < g.out[2];
+}
+
+// The region pixel that output (ph, pw) of tile s reads at window tap (t1, t2), false when the
+// tap falls on padding or cropped input (skipped, not added as zero).
+GEMMKIT_CONV_HD bool small_o_taps_source(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                         const SmallOTapsTile& s, int ph, int pw, int t1, int t2,
+                                         int& r) {
+  const int rh = ph * static_cast<int>(g.stride[1]) + t1 * static_cast<int>(g.kdil[1]);
+  const int rw = pw * static_cast<int>(g.stride[2]) + t2 * static_cast<int>(g.kdil[2]);
+  const int64_t ih = s.ih0 + rh, iw = s.iw0 + rw;
+  if (!s.plane_ok || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) return false;
+  r = rh * static_cast<int>(t.region_w) + rw;
+  return true;
+}
+
+// Whether every region pixel of tile s is a real input pixel: then every tap of every output of
+// the tile is valid, and the shift-add reads Y at small_o_taps_y_base + t1 * step1 + t2 * step2
+// (small_o_taps_y_steps) without per-tap checks.
+GEMMKIT_CONV_HD bool small_o_taps_interior(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                           const SmallOTapsTile& s) {
+  return s.plane_ok && s.ih0 >= 0 && s.ih0 + t.region_h <= g.in[1] && s.iw0 >= 0 &&
+         s.iw0 + t.region_w <= g.in[2];
+}
+
+// Y index of output (ph, pw, oc) at window tap (0, 0) of an interior tile; window tap (t1, t2)
+// adds t1 * step1 + t2 * step2: Y(r, tap * o + oc) is linear in (t1, t2), since r = (ph * s1 +
+// t1 * d1) * region_w + pw * s2 + t2 * d2 and tap = t1 * k2 + t2.
+GEMMKIT_CONV_HD int small_o_taps_y_base(const ConvGeometry& g, const SmallOTapsTiling& t, int ph,
+                                        int pw, int oc) {
+  const int r = ph * static_cast<int>(g.stride[1]) * static_cast<int>(t.region_w) +
+                pw * static_cast<int>(g.stride[2]);
+  return small_o_taps_y(t, r, oc);
+}
+
+GEMMKIT_CONV_HD void small_o_taps_y_steps(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                          int& step1, int& step2) {
+  const int o = static_cast<int>(g.o), y_stride = static_cast<int>(t.y_stride);
+  step1 = static_cast<int>(g.kdil[1] * t.region_w) * y_stride + static_cast<int>(g.kernel[2]) * o;
+  step2 = static_cast<int>(g.kdil[2]) * y_stride + o;
+}
+
+// Element offset of output (ph, pw, oc) of tile s in out.
+GEMMKIT_CONV_HD int64_t small_o_taps_out_offset(const ConvGeometry& g, const SmallOTapsTile& s,
+                                                int ph, int pw, int oc) {
+  return s.n * g.out_stride[0] + s.d0 * g.out_stride[1] + (s.oh0 + ph) * g.out_stride[2] +
+         (s.ow0 + pw) * g.out_stride[3] + oc * g.out_stride[4];
+}
+
+// A warp's step: tile, m-tile, channel group. tile >= t.tiles: no step.
+struct SmallOTapsStep {
+  int64_t tile = 0;
+  int m_tile = 0;
+  int group = 0;
+};
+
+// The step after `s` for warp `warp` of a grid of `grid` blocks: the next channel group, else the
+// warp's next m-tile of the tile, else its first m-tile of the block's next tile. (A warp with
+// no m-tile, warp >= m_tiles, has no steps.) The kernel loads the next step's x while it
+// multiplies the current one.
+GEMMKIT_CONV_HD SmallOTapsStep small_o_taps_next_step(const SmallOTapsTiling& t, int64_t grid,
+                                                      int warp, SmallOTapsStep s) {
+  if (s.group + 1 < t.channel_groups) {
+    ++s.group;
+    return s;
+  }
+  s.group = 0;
+  if (s.m_tile + kSmallOTapsWarps < t.m_tiles) {
+    s.m_tile += kSmallOTapsWarps;
+    return s;
+  }
+  s.m_tile = warp;
+  s.tile += grid;
+  return s;
+}
+
+// Plans the taps kernel for `g` (16-bit x read as 16-byte vectors of 8 channels: the caller
+// checks dtype, c % 8, alignment and strides) on a device with `multiprocessors` SMs,
+// `smem_per_block` bytes of opt-in shared memory per block and `smem_per_sm` per SM. Needs one
+// tap along dim 0, no input dilation and taps * o <= 64. Output tiles (tile_h, tile_w), largest
+// first: (16, 32), (16, 16), (8, 16), (8, 8), (4, 8), (2, 8), (1, 8); a dim clamped by the
+// output's extent gives its area to the other one (1-D: (1, 512), (1, 256), ...). Takes the
+// first whose shared memory (B fragments + Y) lets 2 blocks share an SM and that makes at least
+// 1.5 tiles per SM, but no tile whose region has fewer m-tiles than warps once one was found
+// (smaller tiles would idle warps). Grid: the resident blocks (blocks_per_sm per SM), reduced so
+// that every block takes tiles_per_block or tiles_per_block - 1 tiles. Fills `t` (active) and
+// returns "", or returns why not.
+inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocessors,
+                                     int64_t smem_per_block, int64_t smem_per_sm,
+                                     SmallOTapsTiling& t) {
+  t = SmallOTapsTiling{};
+  if (g.kernel[0] != 1) return "more than one kernel tap along the first of 3 spatial dims";
+  for (int d = 0; d < kDims; ++d) {
+    if (g.idil[d] != 1) return "input dilation";
+  }
+  t.n_cols = g.kernel_positions() * g.o;
+  if (t.n_cols > kSmallOTapsMaxCols) {
+    return "taps * o = " + std::to_string(t.n_cols) + " > " + std::to_string(kSmallOTapsMaxCols);
+  }
+  t.n_tiles = t.n_cols <= 32 ? 4 : 8;
+  t.y_stride = t.n_cols | 1;  // odd: the 8 rows of a fragment store spread over the banks
+  t.chunks = ceil_div(g.c, kSmallOTapsChunk);
+  t.channel_groups = ceil_div(t.chunks, kSmallOTapsGroupChunks);
+  t.weight_bytes = t.chunks * t.n_tiles * kSmallOTapsChunkBytes;
+  const int64_t limit = std::min(smem_per_block, smem_per_sm / 2 - kSmallOTapsSmemReserve);
+  constexpr int64_t kCandidates[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8},
+                                        {4, 8},   {2, 8},   {1, 8}};
+  bool found = false;
+  SmallOTapsTiling best = t;
+  for (const auto& cand : kCandidates) {
+    const int64_t h = cand[0], w = cand[1];
+    SmallOTapsTiling c = t;
+    c.tile_h = std::min(h, g.out[1]);
+    c.tile_w = std::min(w, g.out[2]);
+    if (c.tile_h < h) {
+      c.tile_w = std::min(g.out[2], h * w / c.tile_h);
+    } else if (c.tile_w < w) {
+      c.tile_h = std::min(g.out[1], h * w / c.tile_w);
+    }
+    c.region_h = (c.tile_h - 1) * g.stride[1] + (g.kernel[1] - 1) * g.kdil[1] + 1;
+    c.region_w = (c.tile_w - 1) * g.stride[2] + (g.kernel[2] - 1) * g.kdil[2] + 1;
+    if (c.region_h > limit || c.region_w > limit) continue;  // (their product could overflow)
+    c.y_bytes = c.region() * c.y_stride * 4;
+    if (c.smem_bytes() > limit) continue;
+    c.m_tiles = ceil_div(c.region(), kSmallOTapsMRows);
+    c.row_tiles = ceil_div(g.out[1], c.tile_h);
+    c.col_tiles = ceil_div(g.out[2], c.tile_w);
+    c.tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
+    if (found && c.m_tiles < kSmallOTapsWarps) break;
+    best = c;
+    found = true;
+    if (2 * c.tiles >= 3 * multiprocessors) break;
+  }
+  if (!found) {
+    return "the B fragments (" + std::to_string(t.weight_bytes) +
+           " bytes) and the smallest tile's Y do not fit in " + std::to_string(limit) +
+           " bytes of shared memory (2 blocks per SM)";
+  }
+  t = best;
+  t.active = true;
+  t.blocks_per_sm = std::min<int64_t>(kSmallOTapsMinBlocks,
+                                      smem_per_sm / (t.smem_bytes() + kSmallOTapsSmemReserve));
+  const int64_t resident =
+      std::min(kMaxGridX, std::max<int64_t>(1, multiprocessors) * t.blocks_per_sm);
+  t.tiles_per_block = ceil_div(t.tiles, resident);
+  t.grid = ceil_div(t.tiles, t.tiles_per_block);
+  return "";
+}
+
 // ---- Layout helpers (host) ------------------------------------------------------------------
 
 // Stride of the single index formed by merging dims [0, count) of a tensor (row-major, as the

@@ -1,12 +1,14 @@
 // Launcher of the implicit-GEMM convolution kernel: picks the instantiation (input dtype, output
 // dtype, input dilation or not), raises the kernel's dynamic shared memory limit once per device
-// and launches the plan's 1-D grid.
+// (allow_shared_memory: the largest carveout, so that two CTAs of ~100 KiB share an SM) and
+// launches the plan's 1-D grid.
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/shared_memory.h"
 #include "cuda/conv/conv_dispatch.cuh"
 #include "cuda/conv/conv_implicit_gemm.cuh"
 #include "cuda/conv/conv_implicit_gemm.h"
@@ -14,22 +16,6 @@
 namespace gemmkit::cuda::conv_impl {
 
 namespace {
-
-// The kernel's dynamic shared memory limit and carveout are per device: one bit per device index
-// set once they were raised (devices >= 64 set them on every launch; it is idempotent).
-template <typename Kernel>
-void allow_shared_memory(Kernel kernel, int64_t bytes, std::atomic<uint64_t>& done) {
-  int device = 0;
-  GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
-  GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-  // The largest shared-memory carveout, so that two CTAs (2 x ~100 KiB) share an SM.
-  GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared));
-  done.fetch_or(bit, std::memory_order_acq_rel);
-}
 
 template <typename T, typename TOut, bool kInputDilation>
 void launch_typed(const detail::ConvProblem& p, const ImplicitGemmPlan& plan, cudaStream_t stream) {

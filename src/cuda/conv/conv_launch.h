@@ -37,6 +37,12 @@ void launch_conv_small_o(const ConvGeometry& g, const SmallOTiling& t, int vecto
                          DType out_dtype, const ConvPointers& ptr, LaunchGrid grid, int block,
                          int64_t smem_bytes, cudaStream_t stream);
 
+// conv_small_o_taps.cuh: grid.x blocks of kSmallOTapsThreads, smem_bytes of dynamic shared
+// memory (opted in once per device up to the device's limit).
+void launch_conv_small_o_taps(const ConvGeometry& g, const SmallOTapsTiling& t, DType x_dtype,
+                              DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
+                              int64_t smem_bytes, cudaStream_t stream);
+
 // conv_unfold.cuh: output rows [row0, row0 + rows) into `unfold`.
 void launch_conv_unfold(const ConvGeometry& g, DType x_dtype, int vector, const void* x,
                         void* unfold, int64_t row0, int64_t rows, LaunchGrid grid, int block,

@@ -37,12 +37,12 @@ inline ConvConfig implicit_config(const ImplicitGemmPlan& plan, const std::strin
 // Whether auto takes cuDNN over the own path `own` that it would pick otherwise. From the H200
 // measurements of docs/perf.md (conv tables, own paths vs cuDNN in the same run): the 1x1 GEMM
 // path takes 0.62-1.01x cuDNN's time, the 1-D depthwise kernel 0.07x (mamba causal conv1d) and
-// the tensor-core small-o kernel 0.71x (VAE conv_out); cuDNN is faster on every unfold_gemm row,
-// on 2-D depthwise (2.3-3x) and on the CUDA-core small-o kernel. Retune here when either side
-// changes.
+// the tensor-core small-o kernels 0.71x (VAE conv_out, region kernel; the taps kernel replaces
+// it there); cuDNN is faster on every unfold_gemm row, on 2-D depthwise (2.3-3x) and on the
+// CUDA-core small-o kernel. Retune here when either side changes.
 inline bool auto_prefers_cudnn(const detail::ConvProblem& p, const ConvConfig& own) {
   if (own.path == ConvPath::gemm_1x1) return false;
-  if (own.path == ConvPath::small_o && own.small_o.mma) return false;
+  if (own.path == ConvPath::small_o && (own.small_o.mma || own.small_o_taps.active)) return false;
   const bool depthwise = p.groups == p.in_channels && p.in_channels_per_group == 1;
   return !(depthwise && p.spatial == 1);
 }
@@ -77,12 +77,13 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     if (!no_depthwise.empty()) cannot(no_depthwise);
     return depthwise_config(p, dev, algo, "algo 'depthwise' requested");
   }
-  const std::string no_small_o = why_not_small_o(p);
+  const std::string no_small_o = why_not_small_o(p, dev, request.small_o);
   if (algo == "direct") {
     if (no_depthwise.empty())
       return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
     if (no_small_o.empty())
-      return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)");
+      return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)",
+                            request.small_o);
     return direct_config(p, dev, algo,
                          "algo 'direct': generic direct kernel (depthwise: " + no_depthwise +
                              "; small-o: " + no_small_o + ")");
@@ -128,7 +129,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
       return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
     }
     if (no_small_o.empty()) {
-      return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel");
+      return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel", request.small_o);
     }
     if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
     if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {

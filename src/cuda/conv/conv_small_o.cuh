@@ -1,5 +1,6 @@
 // Small-o direct convolution: o <= kSmallOMaxO (8) output channels, groups == 1 (output heads
-// such as a VAE's conv_out: 128 channels in, 3 out). Two kernels.
+// such as a VAE's conv_out: 128 channels in, 3 out). Two kernels; the tap-GEMM kernel of
+// conv_small_o_taps.cuh runs before both where it applies (16-bit x, taps * o <= 64).
 //
 // Tensor-core kernel (conv_small_o_mma_kernel, 16-bit x): a block owns an output tile of one
 // plane and multiplies its whole input region (tile + kernel - 1 per dim) by every tap's

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The small-o taps kernel on a GPU machine, run from the repository root after
+# `cmake --build build-device` (scripts/device.sh builds it):
+#   1. the GPU convolution tests (GpuConv*), then the kernel-variant test again with
+#      GEMMKIT_CONV_SMALL_O=mma and =cuda (the same cases on the tensor-core region kernel and the
+#      CUDA-core kernel);
+#   2. FLUX.2 VAE conv_out (1 x S x S x 128 -> 3 channels, 3x3, pad 1, bf16, S = 256, 1024,
+#      2048) through the CLI (--check against the reference, CUDA-graph timing, cuDNN as the
+#      peer) with the taps kernel (default) and the region kernel (GEMMKIT_CONV_SMALL_O=mma).
+# Targets (H200, graph replays): 2x faster than cuDNN, i.e. <= 14 / 157 / 595 us.
+# Usage: bash scripts/smallo-check.sh [build dir (default build-device)]; logs under $OUT (./out).
+set -uo pipefail
+bin=${1:-build-device}
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
+export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
+failed=0
+
+run_tests() {  # name, then the environment assignments for the run
+  local name=$1 filter=$2
+  shift 2
+  local log=$OUT/smallo-tests-$name.log
+  env "$@" timeout "${GEMMKIT_GPU_TIMEOUT:-900}" "$bin/tests/gemmkit_gpu_tests" \
+    --gtest_filter="$filter" >"$log" 2>&1
+  local status=$?
+  [ $status -eq 0 ] || failed=1
+  echo "== gpu tests ($name, $filter): status $status"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differs" "$log" | head -20
+}
+run_tests default 'GpuConv*'
+run_tests small-o-mma 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_SMALL_O=mma
+run_tests small-o-cuda 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_SMALL_O=cuda
+
+for size in 256 1024 2048; do
+  for variant in taps mma; do
+    log=$OUT/smallo-conv-out-$size-$variant.log
+    GEMMKIT_CONV_SMALL_O=$variant timeout "${GEMMKIT_BENCH_TIMEOUT:-300}" "$bin/gemmkit" conv \
+      --n 1 --in "${size}x${size}" --c 128 --o 3 --kernel 3x3 --pad 1 --algo direct \
+      --device cuda:0 --check >"$log" 2>&1
+    status=$?
+    [ $status -eq 0 ] || failed=1
+    echo "== conv_out ${size}x${size} c128 -> 3, small-o $variant: status $status"
+    grep -E "^(kernel|time|peer|check|floor) " "$log" | cut -c1-400
+  done
+done
+exit $failed

@@ -1,0 +1,59 @@
+// Launcher of the taps kernel (conv_small_o_taps.cuh): picks the instantiation (x dtype, out
+// dtype, 4 or 8 n-tiles), opts the kernel in to the device's shared memory once per device and
+// launches the plan's 1-D grid.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_context.h"
+#include "cuda/common/shared_memory.h"
+#include "cuda/conv/conv_dispatch.cuh"
+#include "cuda/conv/conv_launch.h"
+#include "cuda/conv/conv_small_o_taps.cuh"
+
+namespace gemmkit::cuda::conv_impl {
+
+namespace {
+
+template <typename T, typename TOut, int kNTiles>
+void launch_typed(const ConvGeometry& g, const SmallOTapsTiling& t, const ConvPointers& ptr,
+                  LaunchGrid grid, int64_t smem_bytes, cudaStream_t stream) {
+  // The limit is raised to the device's maximum, so that every plan's shared memory fits.
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = conv_small_o_taps_kernel<T, TOut, kNTiles>;
+  int device = 0;
+  GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
+  allow_shared_memory(kernel, device_properties(device).shared_per_block_optin, smem_set);
+  kernel<<<dim3(grid.x, 1, 1), kSmallOTapsThreads, static_cast<size_t>(smem_bytes), stream>>>(
+      g, t, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),
+      static_cast<const T*>(ptr.bias), static_cast<TOut*>(ptr.out));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_conv_small_o_taps(const ConvGeometry& g, const SmallOTapsTiling& t, DType x_dtype,
+                              DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
+                              int64_t smem_bytes, cudaStream_t stream) {
+  if (!t.active || int64_t{grid.x} != t.grid || smem_bytes != t.smem_bytes() ||
+      (t.n_tiles != 4 && t.n_tiles != 8)) {
+    throw Error("gemmkit::conv: internal error: small-o taps plan with grid " +
+                std::to_string(grid.x) + " (planned " + std::to_string(t.grid) + "), smem " +
+                std::to_string(smem_bytes) + ", n_tiles " + std::to_string(t.n_tiles));
+  }
+  dispatch_types(x_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
+    using T = typename decltype(in_tag)::type;
+    using TOut = typename decltype(out_tag)::type;
+    if constexpr (std::is_same_v<T, float>) {
+      throw Error("gemmkit::conv: internal error: small-o taps kernel with f32 x");
+    } else if (t.n_tiles == 4) {
+      launch_typed<T, TOut, 4>(g, t, ptr, grid, smem_bytes, stream);
+    } else {
+      launch_typed<T, TOut, 8>(g, t, ptr, grid, smem_bytes, stream);
+    }
+  });
+}
+
+}  // namespace gemmkit::cuda::conv_impl
