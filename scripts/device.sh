@@ -9,8 +9,9 @@
 # Usage (device tool): bash scripts/device.sh [all|test|bench]   carry: [".deps"]
 # Settings: GEMMKIT_GPU_FILTER (gtest filter of the GPU tests), GEMMKIT_SANITIZE=0 (skip
 # compute-sanitizer), GEMMKIT_SANITIZE_FILTER (gtest filter run under each sanitizer tool; default
-# the linear sanitizer test and the conv kernel-variant tests), GEMMKIT_BENCH_SUITES (suite names), GEMMKIT_BUILD_TARGET (one target),
-# GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds).
+# the linear sanitizer test and the conv kernel-variant tests), GEMMKIT_RACECHECK_FILTER (the
+# same for racecheck alone, the slowest tool), GEMMKIT_BENCH_SUITES (suite names),
+# GEMMKIT_BUILD_TARGET (one target), GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds).
 set -uo pipefail
 what=${1:-all}
 final_out=${OUT:-$PWD/out}
@@ -58,9 +59,11 @@ if [ "$what" = all ] || [ "$what" = test ]; then
     sanitize_filter=${GEMMKIT_SANITIZE_FILTER:-'*Sanitize*:GpuConv.DepthwiseAndSmallOKernelVariants:GpuConv.SmallOTapsKernelBitsAndGrids'}
     for tool in memcheck racecheck synccheck; do
       start=$SECONDS
+      filter=$sanitize_filter
+      [ $tool = racecheck ] && filter=${GEMMKIT_RACECHECK_FILTER:-$sanitize_filter}
       timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
-        "$bin/tests/gemmkit_gpu_tests" --gtest_filter="$sanitize_filter" >"$OUT/sanitize-$tool.log" 2>&1
-      note "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
+        "$bin/tests/gemmkit_gpu_tests" --gtest_filter="$filter" >"$OUT/sanitize-$tool.log" 2>&1
+      note "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
     done
   fi
 fi
