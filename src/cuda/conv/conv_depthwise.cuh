@@ -25,6 +25,8 @@
 // conv1d): memory-bound (3x3) or FMA-bound (7x7) where a GEMM formulation is not applicable.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/conv/conv_dtype.cuh"
 #include "cuda/conv/conv_geometry.h"
 
@@ -119,6 +121,293 @@ __device__ __forceinline__ void stage_depthwise_weights(const ConvGeometry& g, i
     }
   }
 }
+
+// ---- Blocked variant (kDepthwiseBlocked) ------------------------------------------------------
+
+// kV channels of the input column at `p` (its first channel) as fp32. bf16 pairs widen with a
+// shift and a mask (exact), f16 pairs with two conversions, f32 pairs are one 8-byte load.
+template <typename T, int kV>
+__device__ __forceinline__ void load_column(const T* p, float (&xv)[kV]) {
+  if constexpr (kV == 2 && std::is_same_v<T, __nv_bfloat16>) {
+    const uint32_t raw = __ldg(reinterpret_cast<const unsigned int*>(p));
+    xv[0] = __uint_as_float(raw << 16);
+    xv[1] = __uint_as_float(raw & 0xffff0000u);
+  } else if constexpr (kV == 2 && std::is_same_v<T, __half>) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(p));
+    xv[0] = f.x;
+    xv[1] = f.y;
+  } else if constexpr (kV == 2) {
+    const float2 f = *reinterpret_cast<const float2*>(p);
+    xv[0] = f.x;
+    xv[1] = f.y;
+  } else {
+    xv[0] = to_float(*p);
+  }
+}
+
+// Stages the weights of channel tile `channel_tile` as fp32 [cvt][w_cv_stride / kV][kV]: channel
+// vector cv's taps contiguous (window order, flip applied), zeros past o. Work item (lc, tap),
+// lc = cv * kV + v the channel in the tile, loads one weight; a thread's items advance by
+// blockDim without divisions, kBatch at a time so that kBatch loads are in flight. 32-bit offsets
+// from the tile's first channel: the weight spans < 2^31 elements and its taps are one stride
+// apart (depthwise_blocked_offsets_fit, t.w_linear); flipping every spatial dim of a row-major
+// kernel reverses the taps.
+template <typename T, int kV>
+__device__ __forceinline__ void stage_blocked_weights(const ConvGeometry& g,
+                                                      const DepthwiseTiling& t,
+                                                      int64_t channel_tile, const T* w,
+                                                      float* w_s) {
+  constexpr int kBatch = 8;
+  const int taps = static_cast<int>(g.kernel_positions());
+  const int threads = static_cast<int>(blockDim.x * blockDim.y);
+  const int width = static_cast<int>(t.cvt) * kV;  // channels of a tile
+  const int64_t oc_base = channel_tile * width;
+  const int channels = static_cast<int>(g.o - oc_base < width ? g.o - oc_base : width);
+  const T* w_tile = w + oc_base * g.w_stride[0];
+  const int ws0 = static_cast<int>(g.w_stride[0]), ws3 = static_cast<int>(g.w_stride[3]);
+  const int w_cv_stride = static_cast<int>(t.w_cv_stride);
+  const int items = width * taps;
+  const int step_lc = threads / taps, step_tap = threads - step_lc * taps;
+  int j = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  int lc = j / taps, tap = j - lc * taps;
+  for (; j < items; j += kBatch * threads) {
+    float value[kBatch];
+    int at[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const unsigned ulc = static_cast<unsigned>(lc);
+      at[b] = j + b * threads < items
+                  ? static_cast<int>(ulc / kV) * w_cv_stride + tap * kV + static_cast<int>(ulc % kV)
+                  : -1;
+      const int tap_offset = (g.flip ? taps - 1 - tap : tap) * ws3;
+      value[b] = at[b] >= 0 && lc < channels ? to_float(w_tile[lc * ws0 + tap_offset]) : 0.0f;
+      lc += step_lc;
+      tap += step_tap;
+      if (tap >= taps) {
+        tap -= taps;
+        ++lc;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (at[b] >= 0) w_s[at[b]] = value[b];
+    }
+  }
+}
+
+// p + a * b bytes, a and b 32-bit signed: one IMAD.WIDE. In PTX so that the compiler does not
+// rewrite a chain of them into independent (base + u * stride) sums of three instructions each.
+template <typename P>
+__device__ __forceinline__ P* advance_bytes(P* p, int a, int b) {
+  uint64_t r;
+  asm("mad.wide.s32 %0, %1, %2, %3;"
+      : "=l"(r)
+      : "r"(a), "r"(b), "l"(reinterpret_cast<uint64_t>(p)));
+  return reinterpret_cast<P*>(r);
+}
+
+// The FMAs of one input row for output rows [kR0, kR1) of a thread tile, all fed by this row:
+// output row r takes kernel row ir - r * sh, whose weights are loaded first (kKW * kV floats per
+// row: LDS.64 at immediate offsets). Column u of the window (x element q0 + u, at x_row + u * xs3
+// bytes) feeds output j at tap t2 = u - j * kS: per output, u ascending is t2 ascending, so each
+// accumulator takes the row's taps in order. Columns outside [lo, hi) (kEdge) are skipped.
+template <typename T, int kV, int kKW, int kS, int kTH, int kTW, bool kEdge, int kR0, int kR1>
+__device__ __forceinline__ void depthwise_blocked_row(const T* x_row, int xs3, const float* w_plane,
+                                                      int ir, int sh, int lo, int hi,
+                                                      float (&acc)[kTH][kTW][kV]) {
+  constexpr int kCols = (kTW - 1) * kS + kKW;
+  float wr[kR1 - kR0][kKW][kV];
+#pragma unroll
+  for (int r = kR0; r < kR1; ++r) {
+    const float* w_row = w_plane + (ir - r * sh) * kKW * kV;
+#pragma unroll
+    for (int t2 = 0; t2 < kKW; ++t2) {
+      if constexpr (kV == 2) {
+        const float2 w2 = *reinterpret_cast<const float2*>(w_row + t2 * 2);
+        wr[r - kR0][t2][0] = w2.x;
+        wr[r - kR0][t2][1] = w2.y;
+      } else {
+        wr[r - kR0][t2][0] = w_row[t2];
+      }
+    }
+  }
+  const T* x_col = x_row;
+#pragma unroll
+  for (int u = 0; u < kCols; ++u, x_col = advance_bytes(x_col, xs3, sizeof(T))) {
+    if (kEdge && (u < lo || u >= hi)) continue;  // padding: skipped
+    float xv[kV];
+    load_column<T, kV>(x_col, xv);
+#pragma unroll
+    for (int r = kR0; r < kR1; ++r) {
+#pragma unroll
+      for (int j = 0; j < kTW; ++j) {
+        const int t2 = u - j * kS;
+        if (t2 < 0 || t2 >= kKW) continue;
+#pragma unroll
+        for (int v = 0; v < kV; ++v) {
+          acc[r][j][v] = fmaf(xv[v], wr[r - kR0][t2][v], acc[r][j][v]);
+        }
+      }
+    }
+  }
+}
+
+// depthwise_blocked_row for the single output row r (a run-time index of a fully unrolled loop).
+template <typename T, int kV, int kKW, int kS, int kTH, int kTW, bool kEdge>
+__device__ __forceinline__ void depthwise_blocked_one_row(int r, const T* x_row, int xs3,
+                                                          const float* w_plane, int ir, int sh,
+                                                          int lo, int hi,
+                                                          float (&acc)[kTH][kTW][kV]) {
+  if constexpr (kTH >= 1) {
+    if (r == 0)
+      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 0, 1>(x_row, xs3, w_plane, ir, sh, lo,
+                                                                   hi, acc);
+  }
+  if constexpr (kTH >= 2) {
+    if (r == 1)
+      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 1, 2>(x_row, xs3, w_plane, ir, sh, lo,
+                                                                   hi, acc);
+  }
+  if constexpr (kTH >= 3) {
+    if (r == 2)
+      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 2, 3>(x_row, xs3, w_plane, ir, sh, lo,
+                                                                   hi, acc);
+  }
+  if constexpr (kTH >= 4) {
+    if (r == 3)
+      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 3, 4>(x_row, xs3, w_plane, ir, sh, lo,
+                                                                   hi, acc);
+  }
+  static_assert(kTH <= 4, "thread tiles of at most 4 rows");
+}
+
+// One thread tile of the blocked variant: acc[kTH][kTW][kV] (rows x columns x channels) from
+// +0, then + bias, one rounding, stored. kEdge: the tile's span leaves x or its outputs leave out
+// along the last dim (columns outside [lo, hi) are neither read nor used, outputs past out[2]
+// not stored); otherwise no check along the last dim at all.
+//   x_plane0  x + n * x_stride[0] + input channel (64-bit; offsets inside a plane are 32-bit)
+//   w_cv      this thread's staged weights [tap][kV]
+//   out_p     out + n * out_stride[0] + d0 * out_stride[1] + oc0
+template <typename T, typename TOut, int kV, int kKW, int kS, int kTH, int kTW, bool kEdge>
+__device__ __forceinline__ void depthwise_blocked_tile(const ConvGeometry& g,
+                                                       const DepthwiseTiling& t, const T* x_plane0,
+                                                       const float* w_cv, const float (&b)[kV],
+                                                       int64_t d0, int oh0, int ow0, TOut* out_p) {
+  constexpr int kCols = (kTW - 1) * kS + kKW;  // input columns of one row of the window
+  constexpr int kSize = static_cast<int>(sizeof(T));
+  const int q0 = ow0 * kS - static_cast<int>(g.pad_lo[2]);
+  int lo = 0, hi = kCols;
+  if constexpr (kEdge) {
+    const DepthwiseColumns c = depthwise_blocked_columns(g, t, ow0);
+    lo = static_cast<int>(c.lo);
+    hi = static_cast<int>(c.hi);
+  }
+  const int sh = static_cast<int>(g.stride[1]);
+  const int kh = static_cast<int>(g.kernel[1]);
+  const int in_h = static_cast<int>(g.in[1]);
+  const int xs2 = static_cast<int>(g.x_stride[2]);
+  const int xs3 = static_cast<int>(g.x_stride[3]);
+  const int q0_offset = q0 * xs3;
+  const int rows = (kTH - 1) * sh + kh;
+  const int ih0 = oh0 * sh - static_cast<int>(g.pad_lo[1]);
+
+  float acc[kTH][kTW][kV];
+#pragma unroll
+  for (int r = 0; r < kTH; ++r) {
+#pragma unroll
+    for (int j = 0; j < kTW; ++j) {
+#pragma unroll
+      for (int v = 0; v < kV; ++v) acc[r][j][v] = 0.0f;
+    }
+  }
+  for (int t0 = 0; t0 < static_cast<int>(g.kernel[0]); ++t0) {
+    int64_t i0;
+    if (!tap_source(g, 0, d0, t0, i0)) continue;
+    const T* x_plane = x_plane0 + i0 * g.x_stride[1];
+    const float* w_plane = w_cv + t0 * kh * kKW * kV;
+    for (int ir = 0; ir < rows; ++ir) {
+      const int ih = ih0 + ir;
+      if (static_cast<unsigned>(ih) >= static_cast<unsigned>(in_h)) continue;  // padding
+      // Input row ir is kernel row kr = ir - r * sh of output row r when 0 <= kr < kh.
+      bool all_fed = true;
+#pragma unroll
+      for (int r = 0; r < kTH; ++r) all_fed = all_fed && ir - r * sh >= 0 && ir - r * sh < kh;
+      const T* x_row = advance_bytes(x_plane, ih * xs2 + q0_offset, kSize);
+      if (all_fed) {  // the inner rows: each input column is loaded once for all kTH outputs
+        depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 0, kTH>(x_row, xs3, w_plane, ir, sh,
+                                                                       lo, hi, acc);
+      } else {  // the first and last rows of the window: one output row at a time
+#pragma unroll
+        for (int r = 0; r < kTH; ++r) {
+          if (ir - r * sh < 0 || ir - r * sh >= kh) continue;
+          depthwise_blocked_one_row<T, kV, kKW, kS, kTH, kTW, kEdge>(r, x_row, xs3, w_plane, ir, sh,
+                                                                     lo, hi, acc);
+        }
+      }
+    }
+  }
+
+  const int out_h = static_cast<int>(g.out[1]), out_w = static_cast<int>(g.out[2]);
+  const int os2 = static_cast<int>(g.out_stride[2]), os3 = static_cast<int>(g.out_stride[3]);
+#pragma unroll
+  for (int r = 0; r < kTH; ++r) {
+    if (oh0 + r >= out_h) break;
+#pragma unroll
+    for (int j = 0; j < kTW; ++j) {
+      if (kEdge && ow0 + j >= out_w) break;
+      float values[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) values[v] = g.has_bias ? acc[r][j][v] + b[v] : acc[r][j][v];
+      store_vector<TOut, kV>(out_p + ((oh0 + r) * os2 + (ow0 + j) * os3), values);
+    }
+  }
+}
+
+// Blocked variant: see the file comment. Thread (tx, ty) of tile `tile` computes depthwise_item's
+// channel vector x th rows x run columns.
+template <typename T, typename TOut, int kV, int kKW, int kS, int kTH, int kTW>
+__global__ void __launch_bounds__(kDepthwiseBlockedMaxThreads, 2)
+    conv_depthwise_blocked_kernel(const ConvGeometry g, const DepthwiseTiling t,
+                                  const T* __restrict__ x, const T* __restrict__ w,
+                                  const T* __restrict__ bias, TOut* __restrict__ out) {
+  extern __shared__ float4 depthwise_smem[];
+  float* w_s = reinterpret_cast<float*>(depthwise_smem);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * t.tiles_per_block;
+  const int64_t last =
+      first + t.tiles_per_block < t.tiles() ? first + t.tiles_per_block : t.tiles();
+  int64_t staged = -1;  // channel tile whose weights are in shared memory
+  for (int64_t tile = first; tile < last; ++tile) {
+    const DepthwiseItem item = depthwise_item(g, t, tile, threadIdx.x, threadIdx.y);
+    if (item.channel_tile != staged) {  // uniform over the block
+      __syncthreads();                  // the previous tile's readers are done
+      stage_blocked_weights<T, kV>(g, t, item.channel_tile, w, w_s);
+      __syncthreads();
+      staged = item.channel_tile;
+    }
+    if (!item.valid) continue;
+    const int64_t oc0 = item.channel_vector * kV;
+    // Input channel: oc0 (multiplier 1, kV == 2), else oc0 / multiplier (kV == 1).
+    const int64_t ci = kV == 2 ? oc0 : div_nonneg(oc0, g.opg);
+    const T* x_n = x + item.n * g.x_stride[0] + ci;
+    const float* w_cv = w_s + threadIdx.x * t.w_cv_stride;
+    float b[kV];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) {
+      b[v] = g.has_bias ? to_float(bias[(oc0 + v) * g.bias_stride]) : 0.0f;
+    }
+    TOut* out_p = out + item.n * g.out_stride[0] + item.d0 * g.out_stride[1] + oc0;
+    const int oh0 = static_cast<int>(item.d1), ow0 = static_cast<int>(item.ow0);
+    if (depthwise_blocked_interior(g, t, item.ow0)) {
+      depthwise_blocked_tile<T, TOut, kV, kKW, kS, kTH, kTW, false>(g, t, x_n, w_cv, b, item.d0,
+                                                                    oh0, ow0, out_p);
+    } else {
+      depthwise_blocked_tile<T, TOut, kV, kKW, kS, kTH, kTW, true>(g, t, x_n, w_cv, b, item.d0, oh0,
+                                                                   ow0, out_p);
+    }
+  }
+}
+
+// ---- Window and generic variants ---------------------------------------------------------------
 
 // kMaxK == 0: the generic variant (any stride / dilation along the last dim, per-tap loads);
 // else the window variant for last-dim stride kS and kernels up to kMaxK wide.
