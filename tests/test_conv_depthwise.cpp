@@ -413,6 +413,42 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
   }
 }
 
+// The shapes of GpuConv.DepthwiseAndSmallOKernelVariants (tests/gpu/test_gpu_conv.cpp) reach the
+// variants they are named for on an H200: both thread-tile heights, both vector widths, and the
+// window variants for 1-D and for kernel widths the blocked variant does not take.
+TEST(ConvDepthwiseBlocked, GpuTestShapesReachEveryVariant) {
+  struct Case {
+    Spec spec;
+    int variant, th, vector;
+  };
+  Spec multiplier = dw({2, 13, 15, 12}, 3, 1, 1, 2);
+  Spec k4 = dw({2, 13, 23, 16}, 4, 2, 1);
+  k4.params.padding_hi = {2};
+  Spec k8 = dw({1, 17, 19, 8}, 8, 1, 3);
+  k8.params.padding_hi = {4};
+  Spec k6 = dw({2, 9, 45, 40}, 6, 2, 2);
+  k6.params.padding_hi = {3};
+  const Case cases[] = {
+      {dw({2, 30, 33, 96}, 7, 1, 3), kDepthwiseBlocked, 1, 2},
+      {dw({2, 96, 96, 128}, 7, 1, 3), kDepthwiseBlocked, 2, 2},
+      {dw({4, 64, 64, 256}, 3, 1, 1), kDepthwiseBlocked, 2, 2},
+      {dw({2, 17, 23, 40}, 3, 2, 1), kDepthwiseBlocked, 1, 2},
+      {dw({2, 12, 13, 7}, 3, 1, 1), kDepthwiseBlocked, 1, 1},
+      {multiplier, kDepthwiseBlocked, 1, 1},
+      {k4, kDepthwiseNarrow, 1, 8},
+      {k8, kDepthwiseWide, 1, 4},
+      {k6, kDepthwiseWide, 1, 4},
+      {dw({2, 53, 16}, 3, 2, 1), kDepthwiseNarrow, 1, 8},
+  };
+  for (const Case& k : cases) {
+    const ConvConfig c = select_conv_config(make_problem(k.spec), kH200, request("depthwise"));
+    SCOPED_TRACE(to_string(c));
+    EXPECT_EQ(c.depthwise.variant, k.variant);
+    EXPECT_EQ(c.depthwise.th, k.th);
+    EXPECT_EQ(c.vector, k.vector);
+  }
+}
+
 // ---- Emulation ---------------------------------------------------------------------------------
 
 TEST(ConvDepthwiseBlocked, EmulationSuiteShapesScaledDown) {
