@@ -75,7 +75,7 @@ void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200)
   EXPECT_EQ(cols, depthwise_blocked_span(g, t));
   EXPECT_EQ(t.channel_vectors * kv, g.o);
   EXPECT_LE(t.cvt, kDepthwiseBlockedMaxCvt);
-  EXPECT_LE(t.threads(), kDepthwiseBlockedMaxThreads);
+  EXPECT_LE(t.threads(), kDepthwiseBlockedThreads);
   EXPECT_EQ(c.smem_bytes, t.cvt * t.w_cv_stride * 4);
   EXPECT_LE(c.smem_bytes, kMaxKernelSmem);
   EXPECT_EQ(t.w_cv_stride % kv, 0);
@@ -257,13 +257,14 @@ TEST(ConvDepthwiseBlocked, SuiteRows) {
     int64_t cvt;
   };
   const Row rows[] = {
-      // ConvNeXt 7x7 c96: 86k threads in 2-row tiles; 48 channel vectors in 2 tiles of 24.
-      {dw({8, 56, 56, 96}, 7, 1, 3), 2, 24},
+      // ConvNeXt 7x7 c96: 75k threads in 2-row tiles; 48 channel vectors in 3 tiles of 16 (8
+      // thread tiles, 128 threads per block).
+      {dw({8, 56, 56, 96}, 7, 1, 3), 2, 16},
       // ConvNeXt 7x7 c384 on 14x14: 2-row tiles would leave 163 threads per SM: 1-row tiles.
       {dw({8, 14, 14, 384}, 7, 1, 3), 1, 32},
-      // MobileNet 3x3 c144: 72 channel vectors in 3 tiles of 24.
-      {dw({8, 56, 56, 144}, 3, 1, 1), 2, 24},
-      {dw({8, 56, 56, 144}, 3, 2, 1), 1, 24},
+      // MobileNet 3x3 c144: 72 channel vectors in 4 tiles of 18 (7 thread tiles, 126 threads).
+      {dw({8, 56, 56, 144}, 3, 1, 1), 2, 18},
+      {dw({8, 56, 56, 144}, 3, 2, 1), 1, 18},
   };
   for (const Row& r : rows) {
     const ConvProblem p = make_problem(r.spec);
@@ -277,7 +278,7 @@ TEST(ConvDepthwiseBlocked, SuiteRows) {
     EXPECT_EQ(c.depthwise.run, depthwise_blocked_tw(r.spec.w_shape[2], r.spec.params.stride[0]));
     EXPECT_GE(int64_t{c.grid.x}, 2 * kH200.multiprocessors);  // >= 2 blocks per SM
     EXPECT_EQ(c.depthwise.tiles_per_block, 1);
-    EXPECT_LE(c.block, kDepthwiseBlockedMaxThreads);
+    EXPECT_LE(c.block, kDepthwiseBlockedThreads);
     EXPECT_LE(c.smem_bytes, kMaxKernelSmem);
     // No idle thread tiles on these shapes.
     const DepthwiseTiling& t = c.depthwise;
@@ -345,7 +346,7 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
     EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
     EXPECT_EQ(c.depthwise.cvt, 32);
     EXPECT_EQ(c.depthwise.channel_tiles, 1094);
-    EXPECT_LE(c.block, kDepthwiseBlockedMaxThreads);
+    EXPECT_LE(c.block, kDepthwiseBlockedThreads);
     EXPECT_LE(int64_t{c.grid.x}, max_blocks(kH200));
     EXPECT_GE(int64_t{c.grid.x} * c.depthwise.tiles_per_block, c.depthwise.tiles());
   }

@@ -527,12 +527,18 @@ inline std::string why_not_depthwise_blocked(const detail::ConvProblem& p, const
 // memory latencies of the FMA-bound loop.
 constexpr int64_t kDepthwiseBlockedMinThreadsPerSm = 512;
 
-// Plans the blocked variant (t.variant, vector `v` set by the caller): thread tile th x tw; cvt =
-// balanced channel tiles of at most kDepthwiseBlockedMaxCvt vectors whose staged weights fit
-// 48 KiB; spatial thread tiles per block (rows_per_block x runs_per_block, <= 256 / cvt): the
-// shape with the fewest idle thread tiles, then the largest that still gives >= 2 blocks per
-// multiprocessor (else the one with most blocks), then the tallest (a block then shares its
-// columns: interior and edge tiles do not mix in a warp). Returns a description for the reason.
+// Plans the blocked variant (vector `v` chosen by the caller). Thread tile th x tw (th: 2 rows, or
+// 1 when 2-row tiles would leave fewer than kDepthwiseBlockedMinThreadsPerSm threads per SM).
+// Channel tiles: k tiles of cvt = ceil(channel_vectors / k) vectors, cvt <= kDepthwiseBlockedMaxCvt
+// and its staged weights within 48 KiB; of the k from the fewest tiles up, the widest cvt whose
+// lane use (channel padding x the block's last warp) is within 3% of the best, so a block of
+// at most kDepthwiseBlockedThreads threads has no half-empty warp (c = 96: 3 tiles of 16 vectors,
+// 8 thread tiles, 128 threads; c = 144: 4 of 18, 7 thread tiles, 126 threads). Thread tiles per
+// block (rows_per_block x runs_per_block <= kDepthwiseBlockedThreads / cvt): the shape with the
+// fewest idle lanes (thread tiles past the edges, the unused lanes of a block's last warp; within
+// 1/32), then the largest that still gives >= 2 blocks per multiprocessor
+// (else the one with most blocks), then the tallest (a block's tiles then share columns, so
+// interior and edge tiles do not mix in a warp). Returns a description for the reason.
 inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDescription& dev,
                                           int64_t v, DepthwiseTiling& t) {
   const int64_t taps = g.kernel_positions();
@@ -543,7 +549,26 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
   t.channel_vectors = g.o / v;
   int64_t cap = std::min<int64_t>(kDepthwiseBlockedMaxCvt, t.channel_vectors);
   cap = std::max<int64_t>(1, std::min(cap, kMaxKernelSmem / (t.w_cv_stride * 4)));
-  t.cvt = ceil_div(t.channel_vectors, ceil_div(t.channel_vectors, cap));
+  const auto lane_use = [&](int64_t cvt) {
+    const int64_t threads = kDepthwiseBlockedThreads / cvt * cvt;
+    const int64_t lanes = ceil_div(threads, 32) * 32;
+    const int64_t tiles = ceil_div(t.channel_vectors, cvt);
+    return static_cast<double>(t.channel_vectors) / static_cast<double>(tiles * cvt) *
+           static_cast<double>(threads) / static_cast<double>(lanes);
+  };
+  const int64_t fewest = ceil_div(t.channel_vectors, cap);
+  double best_use = 0;
+  for (int64_t k = fewest; k < fewest + 16; ++k) {
+    best_use = std::max(best_use, lane_use(ceil_div(t.channel_vectors, k)));
+  }
+  t.cvt = 1;
+  for (int64_t k = fewest; k < fewest + 16; ++k) {
+    const int64_t cvt = ceil_div(t.channel_vectors, k);
+    if (lane_use(cvt) >= 0.97 * best_use) {
+      t.cvt = cvt;
+      break;
+    }
+  }
   t.channel_tiles = ceil_div(t.channel_vectors, t.cvt);
   const int64_t planes = g.batch * g.out[0];
   t.run = depthwise_blocked_tw(g.kernel[2], g.stride[2]);
@@ -561,25 +586,28 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
   }
   const int64_t tile_rows = ceil_div(g.out[1], t.th);
   const int64_t useful = tile_rows * t.runs_per_row;
-  const int64_t per_block = std::max<int64_t>(1, kDepthwiseBlockedMaxThreads / t.cvt);
+  const int64_t per_block = std::max<int64_t>(1, kDepthwiseBlockedThreads / t.cvt);
+  // Idle lanes of a shape, per plane and channel tile: thread tiles past the edges and the
+  // unused lanes of each block's last warp.
   struct Choice {
     int64_t bh = 1, bw = 1, blocks = 0, idle = 0;
   };
   Choice best;
   bool have = false;
+  const int64_t slack = useful * t.cvt / 32;  // 1/32 of the useful lanes
   for (int64_t bh = 1; bh <= std::min(per_block, tile_rows); ++bh) {
     for (int64_t bw = 1; bw * bh <= per_block && bw <= t.runs_per_row; ++bw) {
       Choice c{bh, bw, 0, 0};
-      const int64_t cells = ceil_div(tile_rows, bh) * bh * ceil_div(t.runs_per_row, bw) * bw;
-      c.idle = cells - useful;
-      c.blocks = t.channel_tiles * planes * ceil_div(tile_rows, bh) * ceil_div(t.runs_per_row, bw);
+      const int64_t per_plane = ceil_div(tile_rows, bh) * ceil_div(t.runs_per_row, bw);
+      const int64_t lanes = per_plane * ceil_div(bh * bw * t.cvt, 32) * 32;
+      c.idle = lanes - useful * t.cvt;
+      c.blocks = t.channel_tiles * planes * per_plane;
       if (!have) {
         best = c;
         have = true;
         continue;
       }
-      // Fewer idle thread tiles (beyond 1/32 of the useful ones) win outright.
-      const int64_t slack = useful / 32;
+      // Fewer idle lanes (beyond 1/32 of the useful ones) win outright.
       if (c.idle + slack < best.idle) {
         best = c;
         continue;

@@ -290,20 +290,23 @@ constexpr int kDepthwiseWideVector = 4;
 constexpr int kDepthwiseMaxGenericVector = 4;
 // Channel vectors per block, at most (window and generic variants).
 constexpr int kDepthwiseMaxCvt = 16;
-// Blocked variant: threads per block, and channel vectors per block at most (32: one warp covers
-// a position's 64 16-bit channels, 128 bytes). Few channels and many thread tiles per block keep
-// the weight staging cheap: each thread stages vector * taps / (threads / cvt) weights.
-constexpr int kDepthwiseBlockedMaxThreads = 256;
+// Blocked variant: threads per block at most (the kernel's launch bounds; 4 warps: 4 blocks per SM
+// at ~120 registers, 5 at <= 96, 8 at <= 64, so the warps of every instantiation pack the
+// register file), and channel vectors per block at most
+// (32: one warp covers a position's 64 16-bit channels, 128 bytes). Few channels and several
+// thread tiles per block keep the weight staging cheap: each thread stages vector * taps /
+// (threads / cvt) weights.
+constexpr int kDepthwiseBlockedThreads = 128;
 constexpr int kDepthwiseBlockedMaxCvt = 32;
 
 // Thread tile of the blocked variant: columns (outputs along the last dim) for kernel width kw and
 // last-dim stride s; rows: kDepthwiseBlockedRows, or 1 when that leaves too few threads (see
 // depthwise_config). The register budget of a thread at vector 2: rows * tw * 2 accumulators +
 // rows * kw * 2 weights (a kernel row per output row) + ((tw - 1) * s + kw) raw input columns.
-// 7 divides ConvNeXt's 56 and 14; stride 2 gives 9 / 11 / 13 input columns.
+// Stride 1: 8 columns (10 / 12 / 14 input columns); stride 2: 4 (9 / 11 / 13).
 constexpr int kDepthwiseBlockedRows = 2;
-constexpr int depthwise_blocked_tw(int64_t kw, int64_t s) {
-  return s == 2 ? 4 : (kw == 7 ? 7 : 8);
+constexpr int depthwise_blocked_tw(int64_t /*kw*/, int64_t s) {
+  return s == 2 ? 4 : 8;
 }
 
 struct DepthwiseTiling {
