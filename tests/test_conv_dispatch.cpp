@@ -67,7 +67,8 @@ void expect_within_limits(const ConvConfig& c) {
   }
   if (c.path == ConvPath::depthwise) {
     EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb());
-    EXPECT_LE(c.depthwise.cvt, kDepthwiseMaxCvt);
+    EXPECT_LE(c.depthwise.cvt, c.depthwise.variant == kDepthwiseBlocked ? kDepthwiseBlockedMaxCvt
+                                                                        : kDepthwiseMaxCvt);
     EXPECT_LE(c.depthwise.spb(), kMaxGridYZ);
     EXPECT_LE(static_cast<double>(c.grid.x) * static_cast<double>(c.depthwise.tiles_per_block),
               static_cast<double>(c.depthwise.tiles() + c.depthwise.tiles_per_block));
@@ -388,9 +389,10 @@ TEST(ConvGeometry, Alignment) {
 
 // ---- Depthwise and small-o tilings: exact coverage ---------------------------------------
 
-// Simulates conv_depthwise_kernel's loop: block b takes tiles [b * tiles_per_block, ...), thread
-// (tx, ty) computes depthwise_item's channel vector x `run` outputs. Every output element is
-// computed exactly once, and a block restages its weights at most once per spatial_tiles tiles.
+// Simulates the depthwise kernels' loop: block b takes tiles [b * tiles_per_block, ...), thread
+// (tx, ty) computes depthwise_item's channel vector x th rows x `run` outputs. Every output element
+// is computed exactly once, and a block restages its weights at most once per spatial_tiles tiles.
+// (test_conv_depthwise.cpp emulates the blocked variant's reads and tap order too.)
 void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "depthwise") {
   const ConvConfig c = select_conv_config(p, kH200, request(algo));
   ASSERT_EQ(c.path, ConvPath::depthwise);
@@ -401,7 +403,9 @@ void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "
   EXPECT_EQ(t.channel_vectors * c.vector, p.out_channels);
   EXPECT_EQ(c.tile, t.run);
   EXPECT_EQ(t.runs_per_row, ceil_div(g.out[2], t.run));
-  EXPECT_EQ(c.smem_bytes, p.kernel_positions() * t.cvt * c.vector * 4);
+  EXPECT_EQ(c.smem_bytes, t.variant == kDepthwiseBlocked
+                              ? t.cvt * t.w_cv_stride * 4
+                              : p.kernel_positions() * t.cvt * c.vector * 4);
   const int64_t rows = g.batch * g.out[0] * g.out[1];
   std::vector<int> hits(static_cast<std::size_t>(rows * g.out[2] * t.channel_vectors), 0);
   for (int64_t b = 0; b < int64_t{c.grid.x}; ++b) {
@@ -421,10 +425,12 @@ void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "
           ASSERT_LT(item.d0, g.out[0]);
           ASSERT_LT(item.d1, g.out[1]);
           ASSERT_LT(item.ow0, g.out[2]);
-          const int64_t row = (item.n * g.out[0] + item.d0) * g.out[1] + item.d1;
-          for (int64_t j = 0; j < t.run && item.ow0 + j < g.out[2]; ++j) {
-            ++hits[static_cast<std::size_t>((row * g.out[2] + item.ow0 + j) * t.channel_vectors +
-                                            item.channel_vector)];
+          for (int64_t r = 0; r < t.th && item.d1 + r < g.out[1]; ++r) {
+            const int64_t row = (item.n * g.out[0] + item.d0) * g.out[1] + item.d1 + r;
+            for (int64_t j = 0; j < t.run && item.ow0 + j < g.out[2]; ++j) {
+              ++hits[static_cast<std::size_t>((row * g.out[2] + item.ow0 + j) * t.channel_vectors +
+                                              item.channel_vector)];
+            }
           }
         }
       }
@@ -475,8 +481,9 @@ Spec depthwise_spec(std::vector<int64_t> x_shape, int64_t kernel, int64_t stride
   return s;
 }
 
-// The suite rows take the window variants with enough blocks for 132 SMs; odd shapes, strides
-// and multipliers are covered exactly once by every variant.
+// The 2-D suite rows take the blocked variant and the 1-D one the narrow window variant, with
+// enough blocks for 132 SMs; odd shapes, strides and multipliers are covered exactly once by
+// every variant.
 TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   struct Row {
     Spec spec;
@@ -486,10 +493,10 @@ TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   Spec mamba = depthwise_spec({8, 2048, 8192}, 4, 1, 0);
   mamba.params.padding_lo = {3};
   const Row rows[] = {
-      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseWide, 264},
-      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), kDepthwiseWide, 264},
-      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), kDepthwiseNarrow, 264},
-      {depthwise_spec({8, 56, 56, 144}, 3, 2, 1), kDepthwiseNarrow, 132},
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseBlocked, 264},
+      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), kDepthwiseBlocked, 264},
+      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), kDepthwiseBlocked, 264},
+      {depthwise_spec({8, 56, 56, 144}, 3, 2, 1), kDepthwiseBlocked, 264},
       {mamba, kDepthwiseNarrow, 1000},
   };
   for (const Row& r : rows) {
@@ -518,7 +525,9 @@ TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   Spec multiplier = depthwise_spec({1, 7, 30, 8}, 3, 1, 1);
   multiplier.w_shape[0] = 24;
   const ConvProblem pm = make_problem(multiplier);
-  EXPECT_EQ(select_conv_config(pm, kH200, request()).depthwise.variant, kDepthwiseGeneric);
+  const ConvConfig cm = select_conv_config(pm, kH200, request());
+  EXPECT_EQ(cm.depthwise.variant, kDepthwiseBlocked);
+  EXPECT_EQ(cm.vector, 1);
   expect_depthwise_coverage(pm);
 }
 
@@ -731,8 +740,8 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     s.params.padding_hi = {3};
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
-    EXPECT_EQ(c.depthwise.variant, kDepthwiseWide);
-    EXPECT_EQ(c.vector, 4);
+    EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
+    EXPECT_EQ(c.vector, 2);
     EXPECT_TRUE(c.depthwise.x_vector);
     expect_within_limits(c);
   }

@@ -432,7 +432,9 @@ TEST(GpuConv, ParameterMatrixOtherDtypes) {
 }
 
 // The depthwise window variants (narrow / wide, last-dim stride 1 and 2, several column and row
-// tiles, causal padding) and the three small-o kernels on every dtype pair: the taps kernel
+// tiles, causal padding), the blocked depthwise variant (every kernel width and stride it
+// instantiates, 1- and 2-row thread tiles, 1 and 2 channels per thread, interior and edge tiles,
+// 3-D, flip, negative padding) and the three small-o kernels on every dtype pair: the taps kernel
 // (conv_out shapes with several and partial tiles, 1-D, o = 1, c = 40 and 160, stride 2,
 // dilation, negative padding, 8 n-tiles, strided x and out views, 3-D with one tap along dim 0),
 // the tensor-core region kernel where taps * o > 64 (channels padded to the 32-channel chunk,
@@ -457,11 +459,59 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
     k.bias = bias;
     cases.push_back(k);
   };
-  depthwise("dw narrow 3x3 stride 2 odd width", {2, 13, 23, 16}, 3, 2, 1, 1, true);
-  depthwise("dw wide 5x5 stride 2", {1, 17, 19, 8}, 5, 2, 2, 2, false);
-  depthwise("dw wide 7x7 c40 wide rows", {2, 9, 45, 40}, 7, 1, 3, 3, true);
+  // Window variants: 1-D, and 2-D kernel widths the blocked variant does not instantiate.
   depthwise("dw narrow causal conv1d k4 c24", {3, 77, 24}, 4, 1, 3, 0, true);
-  depthwise("dw narrow 3x3 many rows", {1, 70, 6, 32}, 3, 1, 1, 1, false);
+  depthwise("dw narrow conv1d k3 stride 2 c16", {2, 53, 16}, 3, 2, 1, 1, false);
+  depthwise("dw narrow 4x4 stride 2 odd width", {2, 13, 23, 16}, 4, 2, 1, 2, true);
+  depthwise("dw wide 8x8 c8", {1, 17, 19, 8}, 8, 1, 3, 4, false);
+  depthwise("dw wide 6x6 stride 2 c40 wide rows", {2, 9, 45, 40}, 6, 2, 2, 3, true);
+  // The same shapes as before the blocked variant existed (now blocked).
+  depthwise("dw blocked 3x3 stride 2 odd width", {2, 13, 23, 16}, 3, 2, 1, 1, true);
+  depthwise("dw blocked 5x5 stride 2", {1, 17, 19, 8}, 5, 2, 2, 2, false);
+  depthwise("dw blocked 7x7 c40 wide rows", {2, 9, 45, 40}, 7, 1, 3, 3, true);
+  depthwise("dw blocked 3x3 many rows", {1, 70, 6, 32}, 3, 1, 1, 1, false);
+  // Blocked variant (2-D / 3-D, kernel width 3, 5, 7, last-dim stride 1 or 2): interior and edge
+  // tiles, odd sizes, c not a multiple of a warp's 64 channels, 1-row thread tiles (these small
+  // problems) and 2-row ones (the two big ones: >= 512 thread tiles per SM), bias, n > 1.
+  depthwise("dw blocked 7x7 c96 (ConvNeXt, 1-row tiles)", {2, 30, 33, 96}, 7, 1, 3, 3, true);
+  depthwise("dw blocked 7x7 c128 2-row tiles", {2, 96, 96, 128}, 7, 1, 3, 3, true);
+  depthwise("dw blocked 3x3 c256 2-row tiles", {4, 64, 64, 256}, 3, 1, 1, 1, false);
+  depthwise("dw blocked 3x3 c144 (MobileNet)", {2, 28, 29, 144}, 3, 1, 1, 1, true);
+  depthwise("dw blocked 3x3 stride 2 c40 odd sizes", {2, 17, 23, 40}, 3, 2, 1, 1, true);
+  depthwise("dw blocked 5x5 c24", {1, 19, 21, 24}, 5, 1, 2, 2, false);
+  depthwise("dw blocked 5x5 stride 2 c48", {3, 20, 18, 48}, 5, 2, 2, 2, true);
+  depthwise("dw blocked 7x7 stride 2 narrow image", {2, 9, 5, 16}, 7, 2, 3, 3, false);
+  depthwise("dw blocked 3x3 odd c (1 channel per thread)", {2, 12, 13, 7}, 3, 1, 1, 1, true);
+  {
+    ConvCase k = make_case("dw blocked multiplier 2 (1 channel per thread)", {2, 13, 15, 12},
+                           {24, 3, 3, 1}, dw, "cuda.conv.depthwise");
+    k.params.groups = 12;
+    k.params.padding_lo = {1};
+    k.params.padding_hi = {1};
+    k.bias = true;
+    cases.push_back(k);
+  }
+  {
+    ConvCase k = make_case("dw blocked 5x5 flip, row stride 3, asymmetric / negative padding",
+                           {1, 23, 26, 32}, {32, 5, 5, 1}, dw, "cuda.conv.depthwise");
+    k.params.groups = 32;
+    k.params.stride = {3, 2};
+    k.params.padding_lo = {3, -1};
+    k.params.padding_hi = {0, 4};
+    k.params.flip = true;
+    cases.push_back(k);
+  }
+  {
+    ConvCase k = make_case("dw blocked 3-D (dim-0 stride and dilation) 3x7", {2, 6, 8, 11, 16},
+                           {16, 2, 3, 7, 1}, dw, "cuda.conv.depthwise");
+    k.params.groups = 16;
+    k.params.stride = {2, 1, 1};
+    k.params.kernel_dilation = {2, 1, 1};
+    k.params.padding_lo = {1, 1, 3};
+    k.params.padding_hi = {1, 1, 3};
+    k.bias = true;
+    cases.push_back(k);
+  }
   const auto small_o = [&](const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
                            const std::string& variant) -> ConvCase& {
     ConvCase k = make_case(name, std::move(x), std::move(w), so, "cuda.conv.small_o");

@@ -1,5 +1,6 @@
 // Launcher of the depthwise kernel: picks the instantiation of the variant depthwise_config chose
-// (window variants only at their own vector width; the generic one at 1, 2 or 4 channels).
+// (window variants only at their own vector width; the generic one at 1, 2 or 4 channels; the
+// blocked variant in conv_depthwise_blocked.cu).
 #include "cuda/common/cuda_check.h"
 #include "cuda/conv/conv_depthwise.cuh"
 #include "cuda/conv/conv_dispatch.cuh"
@@ -10,6 +11,10 @@ namespace gemmkit::cuda::conv_impl {
 void launch_conv_depthwise(const ConvGeometry& g, const DepthwiseTiling& t, int vector,
                            DType x_dtype, DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                            int64_t smem_bytes, cudaStream_t stream) {
+  if (t.variant == kDepthwiseBlocked) {
+    launch_conv_depthwise_blocked(g, t, vector, x_dtype, out_dtype, ptr, grid, smem_bytes, stream);
+    return;
+  }
   const dim3 block(static_cast<unsigned>(t.cvt), static_cast<unsigned>(t.spb()));
   dispatch_types(x_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
     using T = typename decltype(in_tag)::type;

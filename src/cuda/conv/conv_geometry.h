@@ -236,26 +236,46 @@ GEMMKIT_CONV_HD bool unfold_source(const ConvGeometry& g, int64_t row0, int64_t 
 // ---- Depthwise tiling --------------------------------------------------------------------------
 
 // Depthwise kernel work decomposition (conv_depthwise.cuh). A thread computes `vector` consecutive
-// output channels (a "channel vector") x `run` consecutive outputs along the last spatial dim of
-// one output row (n, out[0], out[1]). A block is blockDim = (cvt, rows_per_block *
-// runs_per_block): cvt channel vectors (threadIdx.x, the fast axis: a warp reads consecutive
-// channels of a position) x a 2-D spatial tile of rows_per_block output rows x runs_per_block
-// runs, so the input rows of neighbouring outputs, kernel rows apart, are read by the same block
-// (L1 hits) rather than by different SMs.
+// output channels (a "channel vector") x a tile of `th` output rows x `run` consecutive outputs
+// along the last spatial dim, of one plane (n, out[0]). A block is blockDim = (cvt,
+// rows_per_block * runs_per_block): cvt channel vectors (threadIdx.x, the fast axis: a warp reads
+// consecutive channels of a position, and the warps of the block cover the linear thread index
+// y * cvt + x, so a warp may span two spatial tiles) x a 2-D spatial tile of rows_per_block x
+// runs_per_block thread tiles, so the input rows of neighbouring outputs, kernel rows apart, are
+// read by the same block (L1 hits) rather than by different SMs.
 // Tiles are numbered channel-tile-major: tile = channel_tile * spatial_tiles + spatial_tile,
 // spatial_tile = (plane * row_tiles + row_tile) * col_tiles + col_tile, plane = n * out[0] + d0.
 // Block b takes the contiguous tiles [b * tiles_per_block, (b + 1) * tiles_per_block): its
 // channel tile (whose weights it stages in shared memory) changes at most once per
 // spatial_tiles tiles, and every grid fits gridDim.x alone.
 // Kernel variants (`variant`):
-//   kDepthwiseGeneric  any stride / dilation / multiplier; per-(output, tap) loads
-//   kDepthwiseNarrow   last dim: stride 1 or 2, no dilation, kernel <= 4 (3x3, causal conv1d)
-//   kDepthwiseWide     last dim: stride 1 or 2, no dilation, kernel <= 8 (5x5, 7x7)
-// The window variants need multiplier 1 and x suited to `vector`-element loads; they keep one
-// kernel row of weights in registers and stream the row's input window once.
+//   kDepthwiseGeneric  any stride / dilation / multiplier; per-(output, tap) loads; th = 1
+//   kDepthwiseNarrow   last dim: stride 1 or 2, no dilation, kernel <= 4 (causal conv1d); th = 1
+//   kDepthwiseWide     last dim: stride 1 or 2, no dilation, kernel <= 8; th = 1
+//   kDepthwiseBlocked  2-D and 3-D: kernel width 3, 5 or 7, stride 1 or 2 along the last dim,
+//                      no dilation along the last two dims (dim 0: anything); th x run register
+//                      tile, 32-bit offsets inside a plane (depthwise_blocked_offsets_fit)
+// The narrow / wide window variants need multiplier 1 and x suited to `vector`-element loads;
+// they keep one kernel row of weights in registers and stream the row's input window once. The
+// blocked variant takes any multiplier (vector 1 then) and is the one for every 2-D layer.
 constexpr int kDepthwiseGeneric = 0;
 constexpr int kDepthwiseNarrow = 1;
 constexpr int kDepthwiseWide = 2;
+constexpr int kDepthwiseBlocked = 3;
+
+inline const char* depthwise_variant_name(int variant) {
+  switch (variant) {
+    case kDepthwiseGeneric:
+      return "generic";
+    case kDepthwiseNarrow:
+      return "narrow";
+    case kDepthwiseWide:
+      return "wide";
+    case kDepthwiseBlocked:
+      return "blocked";
+  }
+  return "?";
+}
 // Outputs per thread along the last dim: (variant) -> run.
 constexpr int kDepthwiseGenericRun = 4;
 constexpr int kDepthwiseNarrowRun = 4;
@@ -268,29 +288,55 @@ constexpr int kDepthwiseWideTaps = 8;
 // one at most this.
 constexpr int kDepthwiseWideVector = 4;
 constexpr int kDepthwiseMaxGenericVector = 4;
-// Channel vectors per block, at most.
+// Channel vectors per block, at most (window and generic variants).
 constexpr int kDepthwiseMaxCvt = 16;
+// Blocked variant: threads per block at most (the kernel's launch bounds; 4 warps: 4 blocks per SM
+// at ~120 registers, 5 at <= 96, 8 at <= 64, so the warps of every instantiation pack the
+// register file), and channel vectors per block at most
+// (32: one warp covers a position's 64 16-bit channels, 128 bytes). Few channels and several
+// thread tiles per block keep the weight staging cheap: each thread stages vector * taps /
+// (threads / cvt) weights.
+constexpr int kDepthwiseBlockedThreads = 128;
+constexpr int kDepthwiseBlockedMaxCvt = 32;
+
+// Thread tile of the blocked variant: columns (outputs along the last dim) for kernel width kw and
+// last-dim stride s; rows: kDepthwiseBlockedRows, or 1 when that leaves too few threads (see
+// depthwise_config). The register budget of a thread at vector 2: rows * tw * 2 accumulators +
+// rows * kw * 2 weights (a kernel row per output row) + ((tw - 1) * s + kw) raw input columns.
+// Stride 1: 8 columns (10 / 12 / 14 input columns); stride 2: 4 (9 / 11 / 13).
+constexpr int kDepthwiseBlockedRows = 2;
+constexpr int depthwise_blocked_tw(int64_t /*kw*/, int64_t s) {
+  return s == 2 ? 4 : 8;
+}
 
 struct DepthwiseTiling {
   int variant = kDepthwiseGeneric;
   int run = kDepthwiseGenericRun;  // outputs per thread along the last dim
+  int th = 1;                      // output rows per thread (blocked variant; else 1)
   int64_t cvt = 1;                 // channel vectors per block (blockDim.x)
-  int64_t rows_per_block = 1;      // output rows of a block's spatial tile
-  int64_t runs_per_block = 1;      // runs per output row of a block's spatial tile
+  int64_t rows_per_block = 1;      // thread tiles along out[1] of a block's spatial tile
+  int64_t runs_per_block = 1;      // thread tiles along out[2] of a block's spatial tile
   int64_t channel_vectors = 1;     // o / vector
   int64_t channel_tiles = 1;       // ceil(channel_vectors / cvt)
   int64_t runs_per_row = 1;        // ceil(out[2] / run)
-  int64_t row_tiles = 1;           // ceil(out[1] / rows_per_block)
+  int64_t row_tiles = 1;           // ceil(ceil(out[1] / th) / rows_per_block)
   int64_t col_tiles = 1;           // ceil(runs_per_row / runs_per_block)
   int64_t spatial_tiles = 1;       // batch * out[0] * row_tiles * col_tiles
   int64_t tiles_per_block = 1;
   bool x_vector = false;  // x read as vectors (multiplier 1 and aligned), else per channel
+  // Blocked variant: staged weights [cvt][w_cv_stride / vector][vector] fp32 (w_cv_stride = an
+  // odd number of taps >= taps, times vector: a warp's reads of one tap hit distinct banks), and
+  // whether the weight's taps are one stride (w_stride[3]) apart (staging without index math).
+  int64_t w_cv_stride = 0;
+  bool w_linear = false;
   GEMMKIT_CONV_HD int64_t spb() const { return rows_per_block * runs_per_block; }  // blockDim.y
+  GEMMKIT_CONV_HD int64_t threads() const { return cvt * spb(); }
   GEMMKIT_CONV_HD int64_t tiles() const { return channel_tiles * spatial_tiles; }
 };
 
-// What thread (tx, ty) computes in tile `tile`: channel vector, output row (n, d0, d1) and the
-// first output `ow0` of its run; `valid` is false for threads past an edge.
+// What thread (tx, ty) computes in tile `tile`: channel vector, plane (n, d0), first output row
+// d1 of its th rows and first output `ow0` of its run; `valid` is false for threads past an edge
+// (the rows d1 + 1 .. d1 + th - 1 may still be past out[1]: the kernel checks them).
 struct DepthwiseItem {
   int64_t channel_tile = 0, channel_vector = 0;
   int64_t n = 0, d0 = 0, d1 = 0, ow0 = 0;
@@ -309,13 +355,72 @@ GEMMKIT_CONV_HD DepthwiseItem depthwise_item(const ConvGeometry& g, const Depthw
   item.n = div_nonneg(plane, g.out[0]);
   item.d0 = plane - item.n * g.out[0];
   const int64_t r = div_nonneg(ty, t.runs_per_block);
-  item.d1 = row_tile * t.rows_per_block + r;
+  item.d1 = (row_tile * t.rows_per_block + r) * t.th;
   const int64_t run = col_tile * t.runs_per_block + (ty - r * t.runs_per_block);
   item.ow0 = run * t.run;
   item.channel_vector = item.channel_tile * t.cvt + tx;
   item.valid =
       item.channel_vector < t.channel_vectors && item.d1 < g.out[1] && run < t.runs_per_row;
   return item;
+}
+
+// Blocked variant, along the last dim: a thread tile reads the input columns q0 .. q0 + span - 1,
+// q0 = ow0 * stride - pad_lo, span = (run - 1) * stride + kernel. Interior tiles (every column
+// inside x, every output inside out) take the path without checks; edge tiles read columns
+// [lo, hi) of the span only (`columns` computes them) and store outputs < out[2] only.
+GEMMKIT_CONV_HD int64_t depthwise_blocked_span(const ConvGeometry& g, const DepthwiseTiling& t) {
+  return (t.run - 1) * g.stride[2] + g.kernel[2];
+}
+
+GEMMKIT_CONV_HD bool depthwise_blocked_interior(const ConvGeometry& g, const DepthwiseTiling& t,
+                                                int64_t ow0) {
+  const int64_t q0 = ow0 * g.stride[2] - g.pad_lo[2];
+  return q0 >= 0 && q0 + depthwise_blocked_span(g, t) <= g.in[2] && ow0 + t.run <= g.out[2];
+}
+
+// The columns [lo, hi) of a thread tile's span that lie inside x (lo >= hi: none).
+struct DepthwiseColumns {
+  int64_t lo = 0, hi = 0;
+};
+
+GEMMKIT_CONV_HD DepthwiseColumns depthwise_blocked_columns(const ConvGeometry& g,
+                                                           const DepthwiseTiling& t, int64_t ow0) {
+  const int64_t q0 = ow0 * g.stride[2] - g.pad_lo[2];
+  const int64_t span = depthwise_blocked_span(g, t);
+  DepthwiseColumns c;
+  c.lo = q0 < 0 ? -q0 : 0;
+  c.hi = g.in[2] - q0 < span ? g.in[2] - q0 : span;
+  return c;
+}
+
+// Rows of a blocked thread tile: it walks the input rows ih0 + ir, ir < (th - 1) * stride[1] +
+// kernel[1], ih0 = d1 * stride[1] - pad_lo[1] (rows outside x are skipped: padding); input row ir
+// feeds its output row r at kernel row kr = ir - r * stride[1] when 0 <= kr < kernel[1]. For
+// each output, ir ascending is kr ascending: the taps arrive in row-major order.
+GEMMKIT_CONV_HD int64_t depthwise_blocked_rows(const ConvGeometry& g, const DepthwiseTiling& t) {
+  return (t.th - 1) * g.stride[1] + g.kernel[1];
+}
+
+// Whether the blocked variant's 32-bit offsets hold: inside one plane (n, input index along dim
+// 0) of x every element offset (and its row / column coordinate, padding included) and inside
+// one plane (n, d0) of out every element offset stays below 2^31. Plane bases are 64-bit.
+inline bool depthwise_blocked_offsets_fit(const ConvGeometry& g, const DepthwiseTiling& t) {
+  constexpr int64_t kLimit = (int64_t{1} << 31) - 1;
+  const auto abs64 = [](int64_t v) { return v < 0 ? -v : v; };
+  // Coordinates the kernel forms: rows and columns of the padded windows of every thread tile.
+  const int64_t reach_h = depthwise_blocked_rows(g, t) + t.th * g.stride[1] + abs64(g.pad_lo[1]);
+  const int64_t reach_w = depthwise_blocked_span(g, t) + t.run * g.stride[2] + abs64(g.pad_lo[2]);
+  if (g.in[1] + g.out[1] * g.stride[1] + reach_h > kLimit / 2) return false;
+  if (g.in[2] + g.out[2] * g.stride[2] + reach_w > kLimit / 2) return false;
+  // Spans: the largest offsets (strides are >= 1); the products stay far below 2^63 because
+  // the tensors' spans were checked to fit int64.
+  const double x_span = static_cast<double>(g.in[1] - 1) * static_cast<double>(g.x_stride[2]) +
+                        static_cast<double>(g.in[2] - 1) * static_cast<double>(g.x_stride[3]) +
+                        static_cast<double>(g.c - 1) * static_cast<double>(g.x_stride[4]);
+  const double out_span = static_cast<double>(g.out[1] - 1) * static_cast<double>(g.out_stride[2]) +
+                          static_cast<double>(g.out[2] - 1) * static_cast<double>(g.out_stride[3]) +
+                          static_cast<double>(g.o - 1) * static_cast<double>(g.out_stride[4]);
+  return x_span < static_cast<double>(kLimit) && out_span < static_cast<double>(kLimit);
 }
 
 // ---- Small-o tiling ---------------------------------------------------------------------------

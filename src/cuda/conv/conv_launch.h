@@ -32,6 +32,12 @@ void launch_conv_depthwise(const ConvGeometry& g, const DepthwiseTiling& t, int 
                            DType x_dtype, DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                            int64_t smem_bytes, cudaStream_t stream);
 
+// conv_depthwise.cuh, the blocked variant (called by launch_conv_depthwise): blockDim (t.cvt,
+// t.spb), smem_bytes of dynamic shared memory.
+void launch_conv_depthwise_blocked(const ConvGeometry& g, const DepthwiseTiling& t, int vector,
+                                   DType x_dtype, DType out_dtype, const ConvPointers& ptr,
+                                   LaunchGrid grid, int64_t smem_bytes, cudaStream_t stream);
+
 // conv_small_o.cuh.
 void launch_conv_small_o(const ConvGeometry& g, const SmallOTiling& t, int vector, DType x_dtype,
                          DType out_dtype, const ConvPointers& ptr, LaunchGrid grid, int block,
