@@ -159,15 +159,38 @@ __device__ __forceinline__ void load_column(const T* p, float (&xv)[kV]) {
     xv[0] = __uint_as_float(raw << 16);
     xv[1] = __uint_as_float(raw & 0xffff0000u);
   } else if constexpr (kV == 2 && std::is_same_v<T, __half>) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(p));
+    const float2 f = __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
     xv[0] = f.x;
     xv[1] = f.y;
   } else if constexpr (kV == 2) {
-    const float2 f = *reinterpret_cast<const float2*>(p);
+    const float2 f = __ldg(reinterpret_cast<const float2*>(p));
     xv[0] = f.x;
     xv[1] = f.y;
   } else {
-    xv[0] = to_float(*p);
+    xv[0] = to_float(__ldg(p));
+  }
+}
+
+// Stores kV rounded values at p (one 4-byte store for two 16-bit values, 8 bytes for two f32;
+// each value rounded to nearest even on its own, as from_float does). In PTX because the compiler
+// splits a pair store through a reinterpreted pointer into two.
+template <typename TOut, int kV>
+__device__ __forceinline__ void store_channels(TOut* p, const float (&values)[kV]) {
+  if constexpr (kV == 2 && std::is_same_v<TOut, float>) {
+    asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(values[0]), "f"(values[1])
+                 : "memory");
+  } else if constexpr (kV == 2) {
+    uint32_t bits;
+    if constexpr (std::is_same_v<TOut, __nv_bfloat16>) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(values[0], values[1]);
+      bits = *reinterpret_cast<const uint32_t*>(&pair);
+    } else {
+      const __half2 pair = __floats2half2_rn(values[0], values[1]);
+      bits = *reinterpret_cast<const uint32_t*>(&pair);
+    }
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(bits) : "memory");
+  } else {
+    *p = from_float<TOut>(values[0]);
   }
 }
 
@@ -229,12 +252,15 @@ __device__ __forceinline__ void stage_blocked_weights(const ConvGeometry& g,
 }
 
 // kV consecutive floats of shared memory at shared-window address `at` (8-byte aligned for kV 2).
+// volatile: the compiler must neither merge these loads across tiles nor move them across the
+// barriers around a restaging (the staged weights change under the same addresses); ptxas still
+// schedules them freely among the global loads.
 template <int kV>
 __device__ __forceinline__ void load_shared(uint32_t at, float (&w)[kV]) {
   if constexpr (kV == 2) {
-    asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(w[0]), "=f"(w[1]) : "r"(at));
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(w[0]), "=f"(w[1]) : "r"(at));
   } else {
-    asm("ld.shared.f32 %0, [%1];" : "=f"(w[0]) : "r"(at));
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(w[0]) : "r"(at));
   }
 }
 
@@ -436,7 +462,7 @@ __global__ void __launch_bounds__(kDepthwiseBlockedThreads, 4)
         float values[kV];
 #pragma unroll
         for (int v = 0; v < kV; ++v) values[v] = g.has_bias ? acc[r][j][v] + b[v] : acc[r][j][v];
-        store_vector<TOut, kV>(out_p + ((oh0 + r) * os2 + (ow0 + j) * os3), values);
+        store_channels<TOut, kV>(out_p + ((oh0 + r) * os2 + (ow0 + j) * os3), values);
       }
     }
   }
