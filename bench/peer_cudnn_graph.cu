@@ -19,7 +19,7 @@
 
 #include "bench/peer.h"
 #include "src/cuda/common/cudnn_types.h"
-#include "src/cuda/common/gpu_delay.h"
+#include "src/cuda/common/gpu_timing.h"
 
 namespace gemmkit::bench {
 namespace {

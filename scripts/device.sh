@@ -11,7 +11,8 @@
 # compute-sanitizer), GEMMKIT_SANITIZE_FILTER (gtest filter run under each sanitizer tool; default
 # the linear sanitizer test and the conv kernel-variant tests), GEMMKIT_RACECHECK_FILTER (the
 # same for racecheck alone, the slowest tool), GEMMKIT_BENCH_SUITES (suite names),
-# GEMMKIT_BUILD_TARGET (one target), GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds).
+# GEMMKIT_BUILD_TARGET (one target), GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds),
+# GEMMKIT_BENCH_OWN=0 (conv suites: skip the second, own-paths-only run).
 set -uo pipefail
 what=${1:-all}
 final_out=${OUT:-$PWD/out}
@@ -77,7 +78,7 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
       "${reps[@]}" --json "$OUT/bench-$suite.json" >"$OUT/bench-$suite.txt" 2>"$OUT/bench-$suite.err"
     note "bench $suite: status $? in $((SECONDS - start)) s: $(grep -E '^total' "$OUT/bench-$suite.txt" | tr -s ' ' | cut -c1-200)"
     cat "$OUT/bench-$suite.txt"
-    if [[ $suite == conv-* ]]; then
+    if [[ $suite == conv-* ]] && [ "${GEMMKIT_BENCH_OWN:-1}" = 1 ]; then
       # The same suite with cuDNN out of the dispatcher: gemmkit's own paths only.
       start=$SECONDS
       GEMMKIT_CONV_CUDNN=0 timeout ${GEMMKIT_BENCH_TIMEOUT:-240} "$bin/gemmkit" bench \

@@ -1468,6 +1468,51 @@ TEST(ConvCudnn, AutoTakesCudnnExceptWhereOwnPathsWin) {
   EXPECT_NE(none.reason.find("cuDNN not built"), std::string::npos) << none.reason;
 }
 
+TEST(ConvCudnn, AutoRacesCheapOwnPathsAgainstCudnnOnly) {
+  const DeviceDescription dev = with_cudnn();
+  // 2-D depthwise: cuDNN first, the own depthwise kernel the challenger.
+  Spec dw2;
+  dw2.x_shape = {8, 14, 14, 384};
+  dw2.w_shape = {384, 7, 7, 1};
+  dw2.params.groups = 384;
+  dw2.params.padding_lo = {3};
+  dw2.params.padding_hi = {3};
+  ConvCandidates c = select_conv_candidates(make_problem(dw2), dev, request());
+  EXPECT_TRUE(c.race);
+  EXPECT_EQ(c.first.path, ConvPath::cudnn);
+  EXPECT_EQ(c.second.path, ConvPath::depthwise);
+  // The 1x1 GEMM: own first, cuDNN the challenger, with the cuDNN fields filled.
+  Spec one;
+  one.x_shape = {1, 64, 64, 512};
+  one.w_shape = {256, 1, 1, 512};
+  c = select_conv_candidates(make_problem(one), dev, request());
+  EXPECT_TRUE(c.race);
+  EXPECT_EQ(c.first.path, ConvPath::gemm_1x1);
+  EXPECT_EQ(c.second.path, ConvPath::cudnn);
+  EXPECT_EQ(c.second.workspace_budget, kDefaultWorkspaceBytes);
+  // 3x3 GEMM-based convolutions never race (cuDNN is 2x faster on every measured row).
+  c = select_conv_candidates(make_problem(resnet_3x3()), dev, request());
+  EXPECT_FALSE(c.race);
+  EXPECT_EQ(c.first.path, ConvPath::cudnn);
+  // No race without cuDNN, with GEMMKIT_CONV_CUDNN=0, or when a path is forced.
+  EXPECT_FALSE(select_conv_candidates(make_problem(dw2), kH200, request()).race);
+  ConvRequest off = request();
+  off.cudnn_in_auto = false;
+  EXPECT_FALSE(select_conv_candidates(make_problem(dw2), dev, off).race);
+  EXPECT_FALSE(select_conv_candidates(make_problem(dw2), dev, request("depthwise")).race);
+  EXPECT_FALSE(select_conv_candidates(make_problem(one), dev, request("cudnn")).race);
+  // cuDNN cannot serve negative padding: that depthwise problem does not race.
+  dw2.params.padding_lo = {-1};
+  EXPECT_FALSE(select_conv_candidates(make_problem(dw2), dev, request()).race);
+}
+
+TEST(ConvCudnn, TheRaceChallengerNeedsAClearMargin) {
+  EXPECT_TRUE(challenger_wins(10.0, 9.0));
+  EXPECT_FALSE(challenger_wins(10.0, 9.8));  // within the margin: the static choice stays
+  EXPECT_FALSE(challenger_wins(10.0, 10.5));
+  EXPECT_FALSE(challenger_wins(10.0, 10.0 * (1.0 - kRaceMargin)));
+}
+
 TEST(ConvCudnn, ProblemsCudnnCannotServe) {
   const DeviceDescription dev = with_cudnn();
   // Input dilation (transposed conv) and negative padding: own paths under auto, Error forced.

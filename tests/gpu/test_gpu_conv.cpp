@@ -1057,6 +1057,64 @@ TEST(GpuConvCudnn, InsideGraphCapture) {
   EXPECT_TRUE(gemmkit_test::same_bits(eager, recaptured)) << recaptured_info.reason;
   cudaStreamDestroy(s);
 }
+
+// auto on a 2-D depthwise shape (cuDNN against the own depthwise kernel): under capture before
+// any eager call the static choice runs untimed; the first eager call times both and says so;
+// later calls and captures reuse that choice with the same bits; every result is correct.
+TEST(GpuConvCudnn, AutoRaceIsTimedOnceThenStable) {
+  GEMMKIT_REQUIRE_CUDNN();
+  const std::vector<int64_t> x_shape{2, 15, 17, 64}, w_shape{64, 5, 5, 1};
+  ConvParams params;
+  params.groups = 64;
+  params.padding_lo = {2};
+  params.padding_hi = {2};
+  HostTensor x = gemmkit_test::random_tensor(DType::bf16, x_shape, 81);
+  HostTensor w = gemmkit_test::random_tensor(DType::bf16, w_shape, 82);
+  const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, params);
+  const std::vector<int64_t> out_shape = conv_output_shape(x_shape, w_shape, params);
+  const DeviceTensor dx = to_device(x), dw = to_device(w);
+  HostTensor host_out = gemmkit_test::make_tensor(DType::bf16, out_shape);
+  DeviceTensor dout = to_device(host_out);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const auto call = [&](bool capture, CallInfo& info) {
+    dout.buffer.fill_bytes(0xFF);
+    ConvOptions options;
+    options.info = &info;
+    if (capture) {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+      conv(dx.view, dw.view, std::nullopt, dout.view, params, options, s);
+      EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+      EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    } else {
+      conv(dx.view, dw.view, std::nullopt, dout.view, params, options, s);
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    }
+    HostTensor r = host_out;
+    dout.buffer.copy_to_host(r.storage.data(), r.storage.size());
+    EXPECT_EQ(gemmkit_test::check_output(r, any_order(ref), info.kernel), 0) << info.reason;
+    return r;
+  };
+  CallInfo before, first, second, after;
+  call(true, before);
+  EXPECT_EQ(before.kernel, "cuda.conv.cudnn");
+  EXPECT_NE(before.reason.find("not raced"), std::string::npos) << before.reason;
+  const HostTensor r1 = call(false, first);
+  EXPECT_NE(first.reason.find("timed"), std::string::npos) << first.reason;
+  const HostTensor r2 = call(false, second);
+  const HostTensor r3 = call(true, after);
+  EXPECT_EQ(first.kernel, second.kernel);
+  EXPECT_EQ(first.kernel, after.kernel);
+  EXPECT_TRUE(gemmkit_test::same_bits(r1, r2)) << second.reason;
+  EXPECT_TRUE(gemmkit_test::same_bits(r1, r3)) << after.reason;
+  cudaStreamDestroy(s);
+}
 #endif
 
 // ---- Big shapes: sampled outputs against a double formula ---------------------------------

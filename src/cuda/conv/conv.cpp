@@ -2,11 +2,19 @@
 // the tensors' device and the caller's stream. A GEMM path that cuBLASLt or the allocator cannot
 // serve falls back to the generic direct kernel under algo "auto" (never under "gemm"); a cuDNN
 // run that fails falls back to the own path auto would take without cuDNN (never under "cudnn").
+// Under auto, where an own memory-bound path and cuDNN both serve a shape, the first eager call
+// times both and the faster one serves the shape from then on (raced_choice).
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
+#include "cuda/common/gpu_timing.h"
 #include "cuda/conv/conv_cudnn.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_geometry.h"
@@ -37,37 +45,15 @@ DeviceDescription describe_device(int device) {
 
 }  // namespace conv_impl
 
-void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream stream,
-          CallInfo& info) {
-  using namespace conv_impl;
-  const int device = problem.x.device.index;
-  const DeviceDescription dev = describe_device(device);  // Error if absent
-  DeviceGuard guard(device);
-  const ConvRequest request = resolve_request(
-      options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
-      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"),
-      detail::env_setting("GEMMKIT_CONV_SMALL_O"));
-  ConvConfig config = select_conv_config(problem, dev, request);
-  const ConvGeometry g = normalize(problem);
-  const cudaStream_t s = stream;
+namespace {
 
-  if (config.path == ConvPath::cudnn) {
-    std::string why, note;
-    if (run_cudnn_path(problem, config, device, s, why, note)) {
-      info.backend = "cuda";
-      info.kernel = kernel_name(config.path);
-      info.reason = to_string(config) + "; " + note;
-      return;
-    }
-    if (request.algo == "cudnn") {
-      detail::fail(kOp, request.algo_origin, "'cudnn': cannot serve this problem: " + why);
-    }
-    ConvRequest own = request;
-    own.cudnn_in_auto = false;
-    config = select_conv_config(problem, dev, own);
-    config.reason = "cuDNN failed (" + why + "), own path instead: " + config.reason;
-  }
+using namespace conv_impl;
 
+// Runs an own (not cuDNN) path. A GEMM path that cuBLASLt or the workspace cannot serve falls
+// back to the generic direct kernel (an Error under algo "gemm"); `config` becomes what ran.
+void run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
+                  const ConvRequest& request, const DeviceDescription& dev, int device,
+                  cudaStream_t s, ConvConfig& config) {
   if (config.path == ConvPath::gemm_1x1 || config.path == ConvPath::unfold_gemm) {
     std::string why;
     if (!run_gemm_path(problem, g, config, device, s, why)) {
@@ -78,7 +64,6 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
                              config.reason + ", but " + why + ": generic direct kernel instead");
     }
   }
-
   ConvPointers ptr;
   ptr.x = problem.x.data;
   ptr.w = problem.weight.data;
@@ -108,8 +93,157 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
     case ConvPath::gemm_1x1:
     case ConvPath::unfold_gemm:
     case ConvPath::cudnn:
-      break;  // ran above
+      break;  // ran above, or not an own path
   }
+}
+
+// ---- auto's race between an own path and cuDNN ------------------------------------------------
+// On a shape's first eager call (not under stream capture, GEMMKIT_CONV_CUDNN_AUTOTUNE not 0),
+// both candidates run once (cuDNN picks its engine then), then kRaceRuns times each behind a GPU
+// delay (the host's enqueue cost is not timed); the faster one is kept for the shape for the
+// process (select_conv_candidates and challenger_wins in conv_select.h say which shapes race and
+// when the challenger wins). Under capture, or before the first eager call, the static choice runs.
+
+constexpr int kRaceRuns = 10;
+constexpr int kRaceDelayUs = 1000;
+
+struct RaceResult {
+  bool second = false;  // the challenger won
+  std::string how;
+};
+
+std::mutex g_race_mutex;
+std::map<std::string, RaceResult>& race_results() {
+  static std::map<std::string, RaceResult> results;
+  return results;
+}
+
+// Everything the two candidates' speed depends on: device, geometry, dtypes, strides, pointer
+// alignment (vector widths) and the workspace budget.
+std::string race_key(const detail::ConvProblem& p, int device, const ConvRequest& request) {
+  std::ostringstream k;
+  k << device << "|" << p.spatial << "|" << p.groups << "|" << p.flip << "|" << p.has_bias << "|"
+    << request.workspace_bytes << "|" << request.small_o;
+  for (int d = 0; d < p.spatial; ++d) {
+    k << "|" << p.stride[d] << "," << p.padding_lo[d] << "," << p.padding_hi[d] << ","
+      << p.kernel_dilation[d] << "," << p.input_dilation[d];
+  }
+  for (const Tensor* t : {&p.x, &p.weight, &p.out}) {
+    k << "|" << static_cast<int>(t->dtype) << ":" << (reinterpret_cast<uintptr_t>(t->data) % 16);
+    for (int d = 0; d < t->rank; ++d) k << "," << t->shape[d] << "/" << t->strides[d];
+  }
+  if (p.has_bias) k << "|b" << static_cast<int>(p.bias.dtype) << "/" << p.bias.strides[0];
+  return k.str();
+}
+
+bool is_capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GEMMKIT_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Runs `config` (own path or cuDNN); false when cuDNN cannot serve it.
+bool run_candidate(const detail::ConvProblem& problem, const ConvGeometry& g,
+                   const ConvRequest& request, const DeviceDescription& dev, int device,
+                   cudaStream_t s, ConvConfig config) {
+  if (config.path == ConvPath::cudnn) {
+    std::string why, note;
+    return run_cudnn_path(problem, config, device, s, why, note);
+  }
+  run_own_path(problem, g, request, dev, device, s, config);
+  GEMMKIT_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+// Mean µs of kRaceRuns back-to-back runs; negative when the candidate cannot run.
+double time_candidate(const detail::ConvProblem& problem, const ConvGeometry& g,
+                      const ConvRequest& request, const DeviceDescription& dev, int device,
+                      cudaStream_t s, const ConvConfig& config) {
+  if (!run_candidate(problem, g, request, dev, device, s, config)) return -1.0;  // warm-up
+  return time_calls_us(s, kRaceRuns, kRaceDelayUs,
+                       [&] { return run_candidate(problem, g, request, dev, device, s, config); });
+}
+
+std::string us_text(double us) {
+  std::ostringstream t;
+  t.precision(4);
+  t << us << " us";
+  return t.str();
+}
+
+// The candidate auto runs for this call (ConvCandidates::race); reason says how it was chosen.
+ConvConfig raced_choice(const detail::ConvProblem& problem, const ConvGeometry& g,
+                        const ConvRequest& request, const DeviceDescription& dev, int device,
+                        cudaStream_t s, const ConvCandidates& c) {
+  const std::string key = race_key(problem, device, request);
+  std::optional<RaceResult> known;
+  {
+    std::lock_guard<std::mutex> lock(g_race_mutex);
+    const auto it = race_results().find(key);
+    if (it != race_results().end()) known = it->second;
+  }
+  if (!known) {
+    const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
+    if (!autotune || is_capturing(s)) {
+      ConvConfig first = c.first;
+      first.reason += "; not raced against " + std::string(path_name(c.second.path)) +
+                      (autotune ? " (stream capture)" : " (GEMMKIT_CONV_CUDNN_AUTOTUNE=0)");
+      return first;
+    }
+    const double first_us = time_candidate(problem, g, request, dev, device, s, c.first);
+    const double second_us = time_candidate(problem, g, request, dev, device, s, c.second);
+    RaceResult r;
+    r.second = second_us >= 0 && (first_us < 0 || challenger_wins(first_us, second_us));
+    r.how = std::string("timed ") + path_name(c.first.path) + " " +
+            (first_us < 0 ? "(cannot run)" : us_text(first_us)) + " against " +
+            path_name(c.second.path) + " " + (second_us < 0 ? "(cannot run)" : us_text(second_us));
+    std::lock_guard<std::mutex> lock(g_race_mutex);
+    known = race_results().emplace(key, r).first->second;
+  }
+  ConvConfig chosen = known->second ? c.second : c.first;
+  chosen.reason = (known->second ? c.second.reason + " (raced: faster than " +
+                                       std::string(path_name(c.first.path)) + ")"
+                                 : c.first.reason) +
+                  "; " + known->how;
+  return chosen;
+}
+
+}  // namespace
+
+void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream stream,
+          CallInfo& info) {
+  using namespace conv_impl;
+  const int device = problem.x.device.index;
+  const DeviceDescription dev = describe_device(device);  // Error if absent
+  DeviceGuard guard(device);
+  const ConvRequest request = resolve_request(
+      options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
+      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"),
+      detail::env_setting("GEMMKIT_CONV_SMALL_O"));
+  const ConvCandidates candidates = select_conv_candidates(problem, dev, request);
+  const ConvGeometry g = normalize(problem);
+  const cudaStream_t s = stream;
+  ConvConfig config = candidates.race
+                          ? raced_choice(problem, g, request, dev, device, s, candidates)
+                          : candidates.first;
+
+  if (config.path == ConvPath::cudnn) {
+    std::string why, note;
+    if (run_cudnn_path(problem, config, device, s, why, note)) {
+      info.backend = "cuda";
+      info.kernel = kernel_name(config.path);
+      info.reason = to_string(config) + "; " + note;
+      return;
+    }
+    if (request.algo == "cudnn") {
+      detail::fail(kOp, request.algo_origin, "'cudnn': cannot serve this problem: " + why);
+    }
+    ConvRequest own = request;
+    own.cudnn_in_auto = false;
+    config = select_conv_config(problem, dev, own);
+    config.reason = "cuDNN failed (" + why + "), own path instead: " + config.reason;
+  }
+  run_own_path(problem, g, request, dev, device, s, config);
   info.backend = "cuda";
   info.kernel = kernel_name(config.path);
   info.reason = to_string(config);

@@ -29,7 +29,7 @@
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/cudnn_types.h"
-#include "cuda/common/gpu_delay.h"
+#include "cuda/common/gpu_timing.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_launch.h"
 #endif
@@ -459,21 +459,6 @@ void store_entry(const PlanKey& key, std::shared_ptr<const Entry> entry) {
   plan_cache()[key] = std::move(entry);
 }
 
-// Two timing events, destroyed on every exit.
-struct EventPair {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EventPair() {
-    GEMMKIT_CUDA_CHECK(cudaEventCreate(&start));
-    GEMMKIT_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  ~EventPair() {
-    if (stop != nullptr) cudaEventDestroy(stop);
-    if (start != nullptr) cudaEventDestroy(start);
-  }
-};
-
 }  // namespace
 
 std::string cudnn_unavailable_reason() {
@@ -574,7 +559,6 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
         char* const workspace = static_cast<char*>(base);
         std::lock_guard<std::mutex> lock(h.mutex);
         if (timing) {
-          EventPair events;
           std::string timings;
           double best_us = 0;
           std::shared_ptr<Plan> best;
@@ -583,22 +567,13 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
               cudaGetLastError();
               continue;
             }
-            launch_gpu_delay(stream, kTuneDelayUs);
-            GEMMKIT_CUDA_CHECK(cudaGetLastError());
-            GEMMKIT_CUDA_CHECK(cudaEventRecord(events.start, stream));
-            bool ok = true;
-            for (int r = 0; r < kTuneRuns && ok; ++r) {
-              ok = execute(*candidate, workspace) == CUDNN_STATUS_SUCCESS;
-            }
-            GEMMKIT_CUDA_CHECK(cudaEventRecord(events.stop, stream));
-            GEMMKIT_CUDA_CHECK(cudaEventSynchronize(events.stop));
-            if (!ok) {
+            const double us = time_calls_us(stream, kTuneRuns, kTuneDelayUs, [&] {
+              return execute(*candidate, workspace) == CUDNN_STATUS_SUCCESS;
+            });
+            if (us < 0) {
               cudaGetLastError();
               continue;
             }
-            float ms = 0;
-            GEMMKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
-            const double us = 1000.0 * static_cast<double>(ms) / kTuneRuns;
             timings += (timings.empty() ? "" : ", ") + std::string("engine ") +
                        std::to_string(candidate->engine) + " " + std::to_string(us).substr(0, 6) +
                        " us";

@@ -166,4 +166,53 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   return cudnn;
 }
 
+// ---- auto: the static choice, and the candidate raced against it ------------------------------
+
+// Own paths that auto times against cuDNN on a shape's first eager call: cheap, memory-bound
+// kernels whose standing against cuDNN's engines varies by shape within a few percent (the 1x1
+// GEMM at 0.98-1.06x, 2-D depthwise at 0.83-1.5x, small-o). The GEMM-based 3x3 paths are not
+// raced: cuDNN's wgmma engines take less than half their time on every suite row, and timing
+// them would cost the first call of a large layer tens of milliseconds.
+inline bool auto_races_cudnn(const ConvConfig& own) {
+  return own.path == ConvPath::depthwise || own.path == ConvPath::gemm_1x1 ||
+         own.path == ConvPath::small_o;
+}
+
+// Whether the race's challenger replaces the static choice: only when faster by more than
+// kRaceMargin, so that timing noise does not flip a shape between two paths from run to run.
+constexpr double kRaceMargin = 0.03;
+inline bool challenger_wins(double static_us, double challenger_us) {
+  return challenger_us < static_us * (1.0 - kRaceMargin);
+}
+
+struct ConvCandidates {
+  ConvConfig first;   // select_conv_config's choice
+  ConvConfig second;  // with race: the other of {own path, cuDNN}
+  bool race = false;
+};
+
+// The static choice and, under auto with cuDNN in reach, whether it races the other candidate.
+inline ConvCandidates select_conv_candidates(const detail::ConvProblem& p,
+                                             const DeviceDescription& dev,
+                                             const ConvRequest& request) {
+  ConvCandidates c;
+  c.first = select_conv_config(p, dev, request);
+  if (request.algo != "auto" || !request.cudnn_in_auto || !dev.cudnn) return c;
+  if (c.first.path == ConvPath::cudnn) {
+    ConvRequest own = request;
+    own.cudnn_in_auto = false;
+    c.second = select_conv_config(p, dev, own);
+    c.race = auto_races_cudnn(c.second);
+    return c;
+  }
+  if (!auto_races_cudnn(c.first)) return c;
+  c.second.path = ConvPath::cudnn;
+  c.second.algo = request.algo;
+  const std::string no_cudnn =
+      why_not_cudnn(p, dev, std::max<int64_t>(0, request.workspace_bytes), c.second);
+  c.second.reason = "cuDNN";
+  c.race = no_cudnn.empty();
+  return c;
+}
+
 }  // namespace gemmkit::cuda::conv_impl

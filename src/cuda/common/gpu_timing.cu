@@ -1,7 +1,7 @@
-// The spin kernel of gpu_delay.h.
+// The spin kernel of gpu_timing.h.
 #include <cstdint>
 
-#include "cuda/common/gpu_delay.h"
+#include "cuda/common/gpu_timing.h"
 
 namespace gemmkit::cuda {
 namespace {
