@@ -139,10 +139,10 @@ __global__ void __launch_bounds__(kImplicitThreads, 2)
         int64_t offset = 0;
         const bool a_ok = implicit_a_offset<kInputDilation>(p, k, q.x, q.y, q.z, row_x[r], offset);
         ptx::cp_async_ca16(a_dst + i * kLoaderRows * kRowBytes, a_ok ? x_group + offset : x,
-                      a_ok ? 16u : 0u);
+                           a_ok ? 16u : 0u);
         const bool b_ok = k.valid && ((b_rows >> i) & 1u) != 0;
         ptx::cp_async_cg16(b_dst + i * kLoaderRows * kRowBytes,
-                      b_ok ? w_rows + i * w_pass + k.w_offset : w, b_ok ? 16u : 0u);
+                           b_ok ? w_rows + i * w_pass + k.w_offset : w, b_ok ? 16u : 0u);
       }
       implicit_k_advance(p, cursor);
     };
