@@ -7,15 +7,21 @@ OUT=${OUT:-$PWD/out}
 bin=build-device/gemmkit
 log=$OUT/ncu-linear.txt
 : >"$log"
-for cfg in "ring4 1 720" "ring4 16 720" "ring4 16 2880" "ring8 16 14336" "ring16 16 14336" \
-  "reference 16 2880" "cublaslt 16 2880"; do
+# kernel, cluster bound, n, m, k[, extra CLI flags]: the first-session set, then seed-tiny under
+# auto and kimi-k2's router (n 8, 384 x 7168, f32 out), whose ring got slower when the consumer
+# warps began taking slices instead of groups (docs/perf.md).
+for cfg in "ring4 1 1 128 720" "ring4 16 1 128 720" "ring4 16 1 128 2880" "ring8 16 1 128 14336" \
+  "ring16 16 1 128 14336" "reference 16 1 128 2880" "cublaslt 16 1 128 2880" "auto 16 1 128 720" \
+  "auto 16 8 384 7168 --out-dtype f32" "ring8 16 8 384 7168 --out-dtype f32"; do
   set -- $cfg
-  echo "== kernel $1, max cluster $2, n=1 m=128 k=$3" | tee -a "$log"
-  GEMMKIT_LINEAR_KERNEL=$1 GEMMKIT_LINEAR_MAX_CLUSTER=$2 timeout 90 ncu --clock-control none \
+  kernel=$1 cluster=$2 n=$3 m=$4 k=$5
+  shift 5
+  echo "== kernel $kernel, max cluster $cluster, n=$n m=$m k=$k $*" | tee -a "$log"
+  GEMMKIT_LINEAR_KERNEL=$kernel GEMMKIT_LINEAR_MAX_CLUSTER=$cluster timeout 90 ncu --clock-control none \
     --cache-control none -c 3 -k regex:'linear|gemm|Kernel' --section SpeedOfLight \
-    --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section LaunchStats --section WarpStateStats --section SchedulerStats --section SourceCounters \
     --metrics gpu__time_duration.sum,smsp__cycles_active.avg,sm__cycles_elapsed.max \
-    "$bin" linear --n 1 --m 128 --k "$3" --bias --device cuda:0 --reps 2 >>"$log" 2>&1
+    "$bin" linear --n "$n" --m "$m" --k "$k" --bias "$@" --device cuda:0 --reps 2 >>"$log" 2>&1
   grep -E "gpu__time_duration|Cluster Size|Registers Per|Stall|Warp Cycles Per Issued" "$log" |
     tail -8
 done
