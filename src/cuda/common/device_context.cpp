@@ -8,6 +8,12 @@
 
 namespace gemmkit::cuda {
 
+bool stream_is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GEMMKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 DeviceGuard::DeviceGuard(int device) {
   GEMMKIT_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device) {

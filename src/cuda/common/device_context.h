@@ -11,6 +11,10 @@
 
 namespace gemmkit::cuda {
 
+// Whether `stream` is capturing into a CUDA graph: work enqueued now does not run now, so it
+// cannot be timed, and memory it needs must be allocated in stream order.
+bool stream_is_capturing(cudaStream_t stream);
+
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

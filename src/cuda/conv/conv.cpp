@@ -136,12 +136,6 @@ std::string race_key(const detail::ConvProblem& p, int device, const ConvRequest
   return k.str();
 }
 
-bool is_capturing(cudaStream_t s) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GEMMKIT_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 // Runs `config` (own path or cuDNN); false when cuDNN cannot serve it.
 bool run_candidate(const detail::ConvProblem& problem, const ConvGeometry& g,
                    const ConvRequest& request, const DeviceDescription& dev, int device,
@@ -184,7 +178,7 @@ ConvConfig raced_choice(const detail::ConvProblem& problem, const ConvGeometry& 
   }
   if (!known) {
     const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
-    if (!autotune || is_capturing(s)) {
+    if (!autotune || stream_is_capturing(s)) {
       ConvConfig first = c.first;
       first.reason += "; not raced against " + std::string(path_name(c.second.path)) +
                       (autotune ? " (stream capture)" : " (GEMMKIT_CONV_CUDNN_AUTOTUNE=0)");

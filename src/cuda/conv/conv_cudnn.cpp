@@ -29,6 +29,7 @@
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/cudnn_types.h"
+#include "cuda/common/device_context.h"
 #include "cuda/common/gpu_timing.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_launch.h"
@@ -146,12 +147,6 @@ cudnnHandle_t handle_of(DeviceHandle& h, std::string& why) {
   }
   why = h.why;
   return h.handle;
-}
-
-bool is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GEMMKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
 }
 
 // ---- The problem as cuDNN sees it -------------------------------------------------------------
@@ -472,7 +467,7 @@ std::string cudnn_unavailable_reason() {
 bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int device,
                     cudaStream_t stream, std::string& why, std::string& note) {
   const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
-  const bool capturing = is_capturing(stream);
+  const bool capturing = stream_is_capturing(stream);
   DeviceHandle& h = device_handle(device);
   const cudnnHandle_t handle = handle_of(h, why);
   if (handle == nullptr) return false;

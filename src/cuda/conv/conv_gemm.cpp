@@ -18,6 +18,7 @@
 
 #include "cuda/common/cublaslt.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_context.h"
 #include "cuda/conv/conv_launch.h"
 
 namespace gemmkit::cuda::conv_impl {
@@ -48,12 +49,6 @@ DeviceWorkspace& device_workspace(int device) {
   return workspaces[static_cast<std::size_t>(device)];
 }
 
-bool is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GEMMKIT_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 std::string allocation_failure(int64_t bytes, cudaError_t status) {
   cudaGetLastError();  // clear it: the call falls back or reports, it does not poison later calls
   return "cudaMallocAsync of " + std::to_string(bytes) + " bytes of workspace failed (" +
@@ -68,7 +63,7 @@ bool with_workspace(int device, int64_t bytes, cudaStream_t stream, std::string&
     work(nullptr);
     return true;
   }
-  if (is_capturing(stream)) {
+  if (stream_is_capturing(stream)) {
     void* pointer = nullptr;
     const cudaError_t status = cudaMallocAsync(&pointer, static_cast<size_t>(bytes), stream);
     if (status != cudaSuccess) {
