@@ -477,13 +477,15 @@ GEMMKIT_CONV_HD int64_t small_o_p_index(const SmallOTiling& t, int64_t r, int64_
   return r * t.p_stride + (n ^ ((r & 3) << 3));
 }
 
-// The output tile of tensor-core tile `tile`: plane (n, d0) and first output row / column.
+// The output tile numbered `tile` of a small-o tiling (the region kernel's SmallOTiling or the
+// taps kernel's SmallOTapsTiling: tiles of tile_h x tile_w outputs, col_tiles per output row
+// band, row_tiles bands per plane): plane (n, d0) and first output row / column.
 struct SmallOTile {
   int64_t n = 0, d0 = 0, oh0 = 0, ow0 = 0;
 };
 
-GEMMKIT_CONV_HD SmallOTile small_o_tile(const ConvGeometry& g, const SmallOTiling& t,
-                                        int64_t tile) {
+template <typename Tiling>
+GEMMKIT_CONV_HD SmallOTile small_o_tile(const ConvGeometry& g, const Tiling& t, int64_t tile) {
   SmallOTile s;
   const int64_t q = div_nonneg(tile, t.col_tiles);
   s.ow0 = (tile - q * t.col_tiles) * t.tile_w;
@@ -612,8 +614,7 @@ struct SmallOTapsTiling {
 // input plane along dim 0 is real (plane_ok; else every tap is padding) and x's offset of that
 // plane (x_plane), and the input coordinates of region pixel (0, 0) (may be negative or past the
 // input: padding).
-struct SmallOTapsTile {
-  int64_t n = 0, d0 = 0, oh0 = 0, ow0 = 0;
+struct SmallOTapsTile : SmallOTile {
   bool plane_ok = false;
   int64_t x_plane = 0;
   int64_t ih0 = 0, iw0 = 0;
@@ -622,12 +623,7 @@ struct SmallOTapsTile {
 GEMMKIT_CONV_HD SmallOTapsTile small_o_taps_tile(const ConvGeometry& g, const SmallOTapsTiling& t,
                                                  int64_t tile) {
   SmallOTapsTile s;
-  const int64_t q = div_nonneg(tile, t.col_tiles);
-  s.ow0 = (tile - q * t.col_tiles) * t.tile_w;
-  const int64_t plane = div_nonneg(q, t.row_tiles);
-  s.oh0 = (q - plane * t.row_tiles) * t.tile_h;
-  s.n = div_nonneg(plane, g.out[0]);
-  s.d0 = plane - s.n * g.out[0];
+  static_cast<SmallOTile&>(s) = small_o_tile(g, t, tile);
   int64_t i0 = 0;
   s.plane_ok = tap_source(g, 0, s.d0, 0, i0);
   s.x_plane = s.n * g.x_stride[0] + i0 * g.x_stride[1];
