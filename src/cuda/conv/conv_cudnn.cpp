@@ -340,28 +340,39 @@ struct Plan {
   std::string identity;  // engine and knob settings: the same configuration from two heuristics
 };
 
-// "engine:knob=value,...": two engine configurations with the same identity build the same plan.
-std::string config_identity(const Descriptor& config, int64_t engine) {
+// The descriptors of array attribute `name` of `owner`, each created with `type` (cuDNN fills
+// descriptors the caller made): a query of the count, then of the elements.
+std::vector<Descriptor> descriptor_array(cudnnBackendDescriptor_t owner,
+                                         cudnnBackendAttributeName_t name,
+                                         cudnnBackendDescriptorType_t type) {
   int64_t count = 0;
-  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
-  std::vector<Descriptor> choices;
+  GEMMKIT_CUDNN_CHECK(
+      cudnnBackendGetAttribute(owner, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<Descriptor> elements;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
-    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    raw.push_back(choices.back().get());
+    elements.emplace_back(type);
+    raw.push_back(elements.back().get());
   }
   int64_t returned = 0;
   if (count > 0) {
-    GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned,
-                                                 raw.data()));
+    GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(owner, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                                 &returned, raw.data()));
   }
+  // Only the elements cuDNN filled (it may return fewer than it counted).
+  while (static_cast<int64_t>(elements.size()) > returned) elements.pop_back();
+  return elements;
+}
+
+// "engine:knob=value,...": two engine configurations with the same identity build the same plan.
+std::string config_identity(const Descriptor& config, int64_t engine) {
+  const std::vector<Descriptor> choices = descriptor_array(
+      config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
   std::vector<std::pair<int64_t, int64_t> > knobs;
-  for (int64_t i = 0; i < returned; ++i) {
+  for (const Descriptor& element : choices) {
     cudnnBackendKnobType_t type{};
     int64_t value = 0, got = 0;
-    const cudnnBackendDescriptor_t choice = raw[static_cast<std::size_t>(i)];
+    const cudnnBackendDescriptor_t choice = element.get();
     GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(choice, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
                                                  CUDNN_TYPE_KNOB_TYPE, 1, &got, &type));
     GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(choice, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
@@ -387,22 +398,10 @@ void build_plans(cudnnHandle_t handle, const Graph& g, cudnnBackendHeurMode_t mo
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *g.graph);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
   if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return;
-  int64_t available = 0;
-  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available,
-                                               nullptr));
-  std::vector<Descriptor> configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < available; ++i) {
-    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    raw.push_back(configs.back().get());
-  }
-  int64_t returned = 0;
-  GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
-                                               raw.data()));
-  for (int64_t i = 0; i < returned && plans.size() < end; ++i) {
-    const Descriptor& config = configs[static_cast<std::size_t>(i)];
+  const std::vector<Descriptor> configs = descriptor_array(
+      heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  for (std::size_t i = 0; i < configs.size() && plans.size() < end; ++i) {
+    const Descriptor& config = configs[i];
     int64_t engine = -1;
     if (!keeps_numerics(config, f32_inputs, engine)) continue;
     std::string identity = config_identity(config, engine);
