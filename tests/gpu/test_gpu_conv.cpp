@@ -990,52 +990,82 @@ TEST(GpuConvCudnn, ForcedCudnnThatCannotServeIsAnError) {
 }
 
 #ifdef GEMMKIT_WITH_CUDA
+// One bf16 convolution without bias on its own non-blocking stream, run eagerly or captured into
+// a CUDA graph and replayed; out is poisoned before every run and read back after it.
+struct StreamConv {
+  ConvParams params;
+  HostTensor x, w, host_out;
+  gemmkit_test::Reference ref;
+  DeviceTensor dx, dw, dout;
+  cudaStream_t stream = nullptr;
+
+  StreamConv(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
+             const ConvParams& p, uint64_t seed)
+      : params(p),
+        x(gemmkit_test::random_tensor(DType::bf16, x_shape, seed)),
+        w(gemmkit_test::random_tensor(DType::bf16, w_shape, seed + 1)),
+        host_out(gemmkit_test::make_tensor(DType::bf16, conv_output_shape(x_shape, w_shape, p))),
+        ref(gemmkit_test::reference_conv(x, w, nullptr, p)),
+        dx(to_device(x)),
+        dw(to_device(w)),
+        dout(to_device(host_out)) {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  }
+  StreamConv(const StreamConv&) = delete;
+  StreamConv& operator=(const StreamConv&) = delete;
+  ~StreamConv() {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  void enqueue(const std::string& algo, CallInfo& info) {
+    ConvOptions options;
+    options.algo = algo;
+    options.info = &info;
+    conv(dx.view, dw.view, std::nullopt, dout.view, params, options, stream);
+  }
+  HostTensor result() {
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    HostTensor r = host_out;
+    dout.buffer.copy_to_host(r.storage.data(), r.storage.size());
+    return r;
+  }
+  HostTensor eager(const std::string& algo, CallInfo& info) {
+    dout.buffer.fill_bytes(0xFF);
+    enqueue(algo, info);
+    return result();
+  }
+  // One call captured into a graph, then `replays` launches of it.
+  std::vector<HostTensor> captured(const std::string& algo, CallInfo& info, int replays) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    enqueue(algo, info);
+    EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    std::vector<HostTensor> results;
+    for (int replay = 0; replay < replays; ++replay) {
+      dout.buffer.fill_bytes(0xFF);
+      EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      results.push_back(result());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    return results;
+  }
+};
+
 // cuDNN inside stream capture: a shape first seen under capture takes the heuristic's first
 // engine (no timing), replays give the same bits and the right values; after an eager call has
 // timed the shape, a new capture reproduces the eager bits.
 TEST(GpuConvCudnn, InsideGraphCapture) {
   GEMMKIT_REQUIRE_CUDNN();
-  const std::vector<int64_t> x_shape{2, 20, 18, 24}, w_shape{40, 3, 3, 24};
   ConvParams params;
   params.padding_lo = {1, 0};
   params.padding_hi = {1, 2};
-  HostTensor x = gemmkit_test::random_tensor(DType::bf16, x_shape, 71);
-  HostTensor w = gemmkit_test::random_tensor(DType::bf16, w_shape, 72);
   // bf16 out, no bias: a same-type conv, which every cuDNN 9 build serves.
-  const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, params);
-  const std::vector<int64_t> out_shape = conv_output_shape(x_shape, w_shape, params);
-  const DeviceTensor dx = to_device(x), dw = to_device(w);
-  HostTensor host_out = gemmkit_test::make_tensor(DType::bf16, out_shape);
-  DeviceTensor dout = to_device(host_out);
-  const auto enqueue = [&](cudaStream_t stream, CallInfo* info) {
-    ConvOptions options;
-    options.algo = "cudnn";
-    options.info = info;
-    conv(dx.view, dw.view, std::nullopt, dout.view, params, options, stream);
-  };
-  const auto result = [&] {
-    HostTensor r = host_out;
-    dout.buffer.copy_to_host(r.storage.data(), r.storage.size());
-    return r;
-  };
-  cudaStream_t s = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  StreamConv run({2, 20, 18, 24}, {40, 3, 3, 24}, params, 71);
   const auto capture_and_replay = [&](CallInfo& info) {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    enqueue(s, &info);
-    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    std::vector<HostTensor> replays;
-    for (int replay = 0; replay < 2; ++replay) {
-      dout.buffer.fill_bytes(0xFF);
-      EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      replays.push_back(result());
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    const std::vector<HostTensor> replays = run.captured("cudnn", info, 2);
     EXPECT_TRUE(gemmkit_test::same_bits(replays[0], replays[1])) << "replays differ";
     return replays[0];
   };
@@ -1043,19 +1073,15 @@ TEST(GpuConvCudnn, InsideGraphCapture) {
   const HostTensor captured = capture_and_replay(captured_info);
   EXPECT_EQ(captured_info.kernel, "cuda.conv.cudnn");
   EXPECT_NE(captured_info.reason.find("not timed"), std::string::npos) << captured_info.reason;
-  EXPECT_EQ(gemmkit_test::check_output(captured, any_order(ref), "captured cudnn"), 0);
+  EXPECT_EQ(gemmkit_test::check_output(captured, any_order(run.ref), "captured cudnn"), 0);
 
   CallInfo eager_info;
-  dout.buffer.fill_bytes(0xFF);
-  enqueue(s, &eager_info);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  const HostTensor eager = result();
-  EXPECT_EQ(gemmkit_test::check_output(eager, any_order(ref), "eager cudnn"), 0);
+  const HostTensor eager = run.eager("cudnn", eager_info);
+  EXPECT_EQ(gemmkit_test::check_output(eager, any_order(run.ref), "eager cudnn"), 0);
 
   CallInfo recaptured_info;
   const HostTensor recaptured = capture_and_replay(recaptured_info);
   EXPECT_TRUE(gemmkit_test::same_bits(eager, recaptured)) << recaptured_info.reason;
-  cudaStreamDestroy(s);
 }
 
 // auto on a 2-D depthwise shape (cuDNN against the own depthwise kernel): under capture before
@@ -1063,42 +1089,14 @@ TEST(GpuConvCudnn, InsideGraphCapture) {
 // later calls and captures reuse that choice with the same bits; every result is correct.
 TEST(GpuConvCudnn, AutoRaceIsTimedOnceThenStable) {
   GEMMKIT_REQUIRE_CUDNN();
-  const std::vector<int64_t> x_shape{2, 15, 17, 64}, w_shape{64, 5, 5, 1};
   ConvParams params;
   params.groups = 64;
   params.padding_lo = {2};
   params.padding_hi = {2};
-  HostTensor x = gemmkit_test::random_tensor(DType::bf16, x_shape, 81);
-  HostTensor w = gemmkit_test::random_tensor(DType::bf16, w_shape, 82);
-  const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, params);
-  const std::vector<int64_t> out_shape = conv_output_shape(x_shape, w_shape, params);
-  const DeviceTensor dx = to_device(x), dw = to_device(w);
-  HostTensor host_out = gemmkit_test::make_tensor(DType::bf16, out_shape);
-  DeviceTensor dout = to_device(host_out);
-  cudaStream_t s = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  StreamConv run({2, 15, 17, 64}, {64, 5, 5, 1}, params, 81);
   const auto call = [&](bool capture, CallInfo& info) {
-    dout.buffer.fill_bytes(0xFF);
-    ConvOptions options;
-    options.info = &info;
-    if (capture) {
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-      conv(dx.view, dw.view, std::nullopt, dout.view, params, options, s);
-      EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-      EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-    } else {
-      conv(dx.view, dw.view, std::nullopt, dout.view, params, options, s);
-      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    }
-    HostTensor r = host_out;
-    dout.buffer.copy_to_host(r.storage.data(), r.storage.size());
-    EXPECT_EQ(gemmkit_test::check_output(r, any_order(ref), info.kernel), 0) << info.reason;
+    const HostTensor r = capture ? run.captured("auto", info, 1)[0] : run.eager("auto", info);
+    EXPECT_EQ(gemmkit_test::check_output(r, any_order(run.ref), info.kernel), 0) << info.reason;
     return r;
   };
   CallInfo before, first, second, after;
@@ -1113,7 +1111,6 @@ TEST(GpuConvCudnn, AutoRaceIsTimedOnceThenStable) {
   EXPECT_EQ(first.kernel, after.kernel);
   EXPECT_TRUE(gemmkit_test::same_bits(r1, r2)) << second.reason;
   EXPECT_TRUE(gemmkit_test::same_bits(r1, r3)) << after.reason;
-  cudaStreamDestroy(s);
 }
 #endif
 
