@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "api/validate.h"
@@ -40,6 +41,23 @@ inline gemmkit::detail::ConvProblem make_problem(const Spec& s, void* x = fake(0
   if (s.bias) p.bias = Tensor::contiguous(bias, s.dtype, gpu, {p.out_channels});
   p.out = Tensor::contiguous(out, s.out_dtype, gpu, out_shape);
   return p;
+}
+
+// A depthwise problem: x (n, spatial..., c), a kernel of `kernel` per spatial dim, channel
+// multiplier `multiplier` (o = c * multiplier), the same stride and symmetric padding per dim.
+inline Spec depthwise_spec(std::vector<int64_t> x_shape, int64_t kernel, int64_t stride,
+                           int64_t pad, int64_t multiplier = 1) {
+  Spec s;
+  const int64_t c = x_shape.back();
+  s.w_shape = {c * multiplier};
+  for (std::size_t d = 1; d + 1 < x_shape.size(); ++d) s.w_shape.push_back(kernel);
+  s.w_shape.push_back(1);
+  s.x_shape = std::move(x_shape);
+  s.params.groups = c;
+  s.params.stride = {stride};
+  s.params.padding_lo = {pad};
+  s.params.padding_hi = {pad};
+  return s;
 }
 
 }  // namespace gemmkit_test

@@ -22,6 +22,7 @@ namespace gemmkit::cuda::conv_impl {
 namespace {
 
 using detail::ConvProblem;
+using gemmkit_test::depthwise_spec;
 using gemmkit_test::make_problem;
 using gemmkit_test::Spec;
 
@@ -37,22 +38,6 @@ DeviceDescription one_sm() {
 
 ConvRequest request(const std::string& algo = "auto") {
   return resolve_request(algo, "", kDefaultWorkspaceBytes, "");
-}
-
-// Depthwise problem: x (n, spatial..., c), kernel^spatial, multiplier m, symmetric padding.
-Spec dw(std::vector<int64_t> x_shape, int64_t kernel, int64_t stride, int64_t pad,
-        int64_t multiplier = 1) {
-  Spec s;
-  const int64_t c = x_shape.back();
-  s.w_shape = {c * multiplier};
-  for (std::size_t d = 1; d + 1 < x_shape.size(); ++d) s.w_shape.push_back(kernel);
-  s.w_shape.push_back(1);
-  s.x_shape = std::move(x_shape);
-  s.params.groups = c;
-  s.params.stride = {stride};
-  s.params.padding_lo = {pad};
-  s.params.padding_hi = {pad};
-  return s;
 }
 
 constexpr int64_t kInt32Max = (int64_t{1} << 31) - 1;
@@ -259,12 +244,12 @@ TEST(ConvDepthwiseBlocked, SuiteRows) {
   const Row rows[] = {
       // ConvNeXt 7x7 c96: 75k threads in 2-row tiles; 48 channel vectors in 3 tiles of 16 (8
       // thread tiles, 128 threads per block).
-      {dw({8, 56, 56, 96}, 7, 1, 3), 2, 16},
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), 2, 16},
       // ConvNeXt 7x7 c384 on 14x14: 2-row tiles would leave 163 threads per SM: 1-row tiles.
-      {dw({8, 14, 14, 384}, 7, 1, 3), 1, 32},
+      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), 1, 32},
       // MobileNet 3x3 c144: 72 channel vectors in 4 tiles of 18 (7 thread tiles, 126 threads).
-      {dw({8, 56, 56, 144}, 3, 1, 1), 2, 18},
-      {dw({8, 56, 56, 144}, 3, 2, 1), 1, 18},
+      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), 2, 18},
+      {depthwise_spec({8, 56, 56, 144}, 3, 2, 1), 1, 18},
   };
   for (const Row& r : rows) {
     const ConvProblem p = make_problem(r.spec);
@@ -288,7 +273,7 @@ TEST(ConvDepthwiseBlocked, SuiteRows) {
     EXPECT_NE(c.reason.find("blocked variant"), std::string::npos);
   }
   // The causal conv1d keeps the narrow window variant (one spatial dim).
-  Spec mamba = dw({8, 2048, 8192}, 4, 1, 0);
+  Spec mamba = depthwise_spec({8, 2048, 8192}, 4, 1, 0);
   mamba.params.padding_lo = {3};
   const ConvConfig cm = select_conv_config(make_problem(mamba), kH200, request());
   EXPECT_EQ(cm.depthwise.variant, kDepthwiseNarrow) << to_string(cm);
@@ -301,15 +286,15 @@ TEST(ConvDepthwiseBlocked, WhatTakesTheBlockedVariant) {
   };
   for (const int64_t k : {3, 5, 7}) {
     for (const int64_t stride : {1, 2}) {
-      const ConvConfig c = variant(dw({2, 20, 21, 32}, k, stride, k / 2));
+      const ConvConfig c = variant(depthwise_spec({2, 20, 21, 32}, k, stride, k / 2));
       EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked) << to_string(c);
       EXPECT_EQ(c.vector, 2);
     }
   }
   // Multiplier 2, odd o, f32: the blocked variant with 1 or 2 channels per thread.
-  EXPECT_EQ(variant(dw({1, 9, 9, 8}, 3, 1, 1, 2)).vector, 1);
-  EXPECT_EQ(variant(dw({1, 9, 9, 7}, 3, 1, 1)).vector, 1);
-  Spec f32 = dw({1, 9, 9, 8}, 3, 1, 1);
+  EXPECT_EQ(variant(depthwise_spec({1, 9, 9, 8}, 3, 1, 1, 2)).vector, 1);
+  EXPECT_EQ(variant(depthwise_spec({1, 9, 9, 7}, 3, 1, 1)).vector, 1);
+  Spec f32 = depthwise_spec({1, 9, 9, 8}, 3, 1, 1);
   f32.dtype = f32.out_dtype = DType::f32;
   EXPECT_EQ(variant(f32).vector, 2);
   // Not the blocked variant, saying why: widths other than 3 / 5 / 7, stride 3 along the last
@@ -319,19 +304,19 @@ TEST(ConvDepthwiseBlocked, WhatTakesTheBlockedVariant) {
     EXPECT_NE(c.depthwise.variant, kDepthwiseBlocked) << to_string(c);
     EXPECT_NE(c.reason.find(why), std::string::npos) << c.reason;
   };
-  not_blocked(dw({1, 9, 9, 8}, 4, 1, 1), "kernel width 4");
-  not_blocked(dw({1, 19, 19, 8}, 3, 3, 1), "stride > 2");
-  Spec dil = dw({1, 9, 9, 8}, 3, 1, 2);
+  not_blocked(depthwise_spec({1, 9, 9, 8}, 4, 1, 1), "kernel width 4");
+  not_blocked(depthwise_spec({1, 19, 19, 8}, 3, 3, 1), "stride > 2");
+  Spec dil = depthwise_spec({1, 9, 9, 8}, 3, 1, 2);
   dil.params.kernel_dilation = {2};
   not_blocked(dil, "dilation");
-  Spec idil = dw({1, 9, 9, 8}, 3, 1, 1);
+  Spec idil = depthwise_spec({1, 9, 9, 8}, 3, 1, 1);
   idil.params.input_dilation = {1, 2};
   not_blocked(idil, "dilation");
   // A stride of 3 along rows is fine (run time), as is any geometry along dim 0 of a 3-D conv.
-  Spec rows3 = dw({1, 19, 9, 8}, 3, 1, 1);
+  Spec rows3 = depthwise_spec({1, 19, 9, 8}, 3, 1, 1);
   rows3.params.stride = {3, 1};
   EXPECT_EQ(variant(rows3).depthwise.variant, kDepthwiseBlocked);
-  Spec three_d = dw({1, 7, 6, 9, 8}, 3, 1, 1);
+  Spec three_d = depthwise_spec({1, 7, 6, 9, 8}, 3, 1, 1);
   three_d.params.stride = {2, 1, 2};
   three_d.params.kernel_dilation = {2, 1, 1};
   EXPECT_EQ(variant(three_d).depthwise.variant, kDepthwiseBlocked);
@@ -340,7 +325,7 @@ TEST(ConvDepthwiseBlocked, WhatTakesTheBlockedVariant) {
 TEST(ConvDepthwiseBlocked, ExtremeShapes) {
   // c = 70,000: 35,000 channel vectors in 1,094 tiles of 32; every limit holds.
   {
-    const ConvProblem p = make_problem(dw({1, 5, 5, 70000}, 3, 1, 1));
+    const ConvProblem p = make_problem(depthwise_spec({1, 5, 5, 70000}, 3, 1, 1));
     const ConvConfig c = select_conv_config(p, kH200, request());
     SCOPED_TRACE(to_string(c));
     EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
@@ -352,7 +337,7 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
   }
   // Multiplier 3 with c = 70,000 (210,000 outputs channels, 1 per thread).
   {
-    const ConvProblem p = make_problem(dw({1, 4, 4, 70000}, 3, 1, 1, 3));
+    const ConvProblem p = make_problem(depthwise_spec({1, 4, 4, 70000}, 3, 1, 1, 3));
     const ConvConfig c = select_conv_config(p, kH200, request());
     EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked) << to_string(c);
     EXPECT_EQ(c.vector, 1);
@@ -362,7 +347,7 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
   // 2^31 / 256 ride on tiles_per_block; the first and last tiles decode to the first and last
   // outputs.
   {
-    const ConvProblem p = make_problem(dw({int64_t{1} << 17, 128, 128, 2}, 3, 1, 1));
+    const ConvProblem p = make_problem(depthwise_spec({int64_t{1} << 17, 128, 128, 2}, 3, 1, 1));
     EXPECT_EQ(p.out_positions(), int64_t{1} << 31);
     const ConvConfig c = select_conv_config(p, kH200, request());
     SCOPED_TRACE(to_string(c));
@@ -394,7 +379,8 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
   // One plane of 2^31 elements: the 32-bit offsets would not hold; the 64-bit window variants
   // serve it, saying why.
   {
-    const ConvProblem p = make_problem(dw({1, int64_t{1} << 15, int64_t{1} << 15, 2}, 3, 1, 1));
+    const ConvProblem p =
+        make_problem(depthwise_spec({1, int64_t{1} << 15, int64_t{1} << 15, 2}, 3, 1, 1));
     const ConvConfig c = select_conv_config(p, kH200, request());
     EXPECT_NE(c.depthwise.variant, kDepthwiseBlocked);
     EXPECT_NE(c.reason.find("2^31"), std::string::npos) << c.reason;
@@ -405,7 +391,7 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
     DeviceDescription tiny;
     tiny.max_grid_x = 7;
     const ConvConfig c =
-        select_conv_config(make_problem(dw({2, 30, 30, 64}, 3, 1, 1)), tiny, request());
+        select_conv_config(make_problem(depthwise_spec({2, 30, 30, 64}, 3, 1, 1)), tiny, request());
     EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
     EXPECT_LE(c.grid.x, 7u);
     EXPECT_GE(int64_t{c.grid.x} * c.depthwise.tiles_per_block, c.depthwise.tiles());
@@ -422,24 +408,24 @@ TEST(ConvDepthwiseBlocked, GpuTestShapesReachEveryVariant) {
     Spec spec;
     int variant, th, vector;
   };
-  Spec multiplier = dw({2, 13, 15, 12}, 3, 1, 1, 2);
-  Spec k4 = dw({2, 13, 23, 16}, 4, 2, 1);
+  Spec multiplier = depthwise_spec({2, 13, 15, 12}, 3, 1, 1, 2);
+  Spec k4 = depthwise_spec({2, 13, 23, 16}, 4, 2, 1);
   k4.params.padding_hi = {2};
-  Spec k8 = dw({1, 17, 19, 8}, 8, 1, 3);
+  Spec k8 = depthwise_spec({1, 17, 19, 8}, 8, 1, 3);
   k8.params.padding_hi = {4};
-  Spec k6 = dw({2, 9, 45, 40}, 6, 2, 2);
+  Spec k6 = depthwise_spec({2, 9, 45, 40}, 6, 2, 2);
   k6.params.padding_hi = {3};
   const Case cases[] = {
-      {dw({2, 30, 33, 96}, 7, 1, 3), kDepthwiseBlocked, 1, 2},
-      {dw({2, 96, 96, 128}, 7, 1, 3), kDepthwiseBlocked, 2, 2},
-      {dw({4, 64, 64, 256}, 3, 1, 1), kDepthwiseBlocked, 2, 2},
-      {dw({2, 17, 23, 40}, 3, 2, 1), kDepthwiseBlocked, 1, 2},
-      {dw({2, 12, 13, 7}, 3, 1, 1), kDepthwiseBlocked, 1, 1},
+      {depthwise_spec({2, 30, 33, 96}, 7, 1, 3), kDepthwiseBlocked, 1, 2},
+      {depthwise_spec({2, 96, 96, 128}, 7, 1, 3), kDepthwiseBlocked, 2, 2},
+      {depthwise_spec({4, 64, 64, 256}, 3, 1, 1), kDepthwiseBlocked, 2, 2},
+      {depthwise_spec({2, 17, 23, 40}, 3, 2, 1), kDepthwiseBlocked, 1, 2},
+      {depthwise_spec({2, 12, 13, 7}, 3, 1, 1), kDepthwiseBlocked, 1, 1},
       {multiplier, kDepthwiseBlocked, 1, 1},
       {k4, kDepthwiseNarrow, 1, 8},
       {k8, kDepthwiseWide, 1, 4},
       {k6, kDepthwiseWide, 1, 4},
-      {dw({2, 53, 16}, 3, 2, 1), kDepthwiseNarrow, 1, 8},
+      {depthwise_spec({2, 53, 16}, 3, 2, 1), kDepthwiseNarrow, 1, 8},
   };
   for (const Case& k : cases) {
     const ConvConfig c = select_conv_config(make_problem(k.spec), kH200, request("depthwise"));
@@ -454,13 +440,13 @@ TEST(ConvDepthwiseBlocked, GpuTestShapesReachEveryVariant) {
 
 TEST(ConvDepthwiseBlocked, EmulationSuiteShapesScaledDown) {
   // The suite rows' geometry on fewer images and channels (edges and interior alike).
-  emulate_blocked(make_problem(dw({1, 56, 56, 8}, 7, 1, 3)));
-  emulate_blocked(make_problem(dw({1, 14, 14, 40}, 7, 1, 3)));
-  emulate_blocked(make_problem(dw({2, 28, 28, 18}, 3, 1, 1)));
-  emulate_blocked(make_problem(dw({2, 28, 28, 18}, 3, 2, 1)));
+  emulate_blocked(make_problem(depthwise_spec({1, 56, 56, 8}, 7, 1, 3)));
+  emulate_blocked(make_problem(depthwise_spec({1, 14, 14, 40}, 7, 1, 3)));
+  emulate_blocked(make_problem(depthwise_spec({2, 28, 28, 18}, 3, 1, 1)));
+  emulate_blocked(make_problem(depthwise_spec({2, 28, 28, 18}, 3, 2, 1)));
   // 2-row thread tiles and multi-tile blocks (one SM).
-  emulate_blocked(make_problem(dw({1, 56, 56, 8}, 7, 1, 3)), one_sm());
-  emulate_blocked(make_problem(dw({2, 28, 28, 18}, 3, 2, 1)), one_sm());
+  emulate_blocked(make_problem(depthwise_spec({1, 56, 56, 8}, 7, 1, 3)), one_sm());
+  emulate_blocked(make_problem(depthwise_spec({2, 28, 28, 18}, 3, 2, 1)), one_sm());
 }
 
 TEST(ConvDepthwiseBlocked, EmulationEdgesOddSizesStridesMultipliers) {
@@ -468,15 +454,15 @@ TEST(ConvDepthwiseBlocked, EmulationEdgesOddSizesStridesMultipliers) {
     for (const int64_t k : {3, 5, 7}) {
       for (const int64_t stride : {1, 2}) {
         // Odd sizes, c not a multiple of a warp's 64 channels, several column tiles.
-        emulate_blocked(make_problem(dw({2, 11, 19, 40}, k, stride, k / 2)), dev);
+        emulate_blocked(make_problem(depthwise_spec({2, 11, 19, 40}, k, stride, k / 2)), dev);
         // Narrower than a tile and than the kernel's padding reach.
-        emulate_blocked(make_problem(dw({1, 5, 3, 6}, k, stride, k / 2)), dev);
+        emulate_blocked(make_problem(depthwise_spec({1, 5, 3, 6}, k, stride, k / 2)), dev);
         // Multiplier 2 (1 channel per thread), odd c.
-        emulate_blocked(make_problem(dw({1, 9, 13, 5}, k, stride, k / 2, 2)), dev);
+        emulate_blocked(make_problem(depthwise_spec({1, 9, 13, 5}, k, stride, k / 2, 2)), dev);
       }
     }
     // Asymmetric and negative padding, a row stride of 3, flip, f32.
-    Spec s = dw({1, 17, 23, 16}, 5, 2, 0);
+    Spec s = depthwise_spec({1, 17, 23, 16}, 5, 2, 0);
     s.params.padding_lo = {3, -1};
     s.params.padding_hi = {0, 4};
     s.params.stride = {3, 2};
@@ -485,7 +471,7 @@ TEST(ConvDepthwiseBlocked, EmulationEdgesOddSizesStridesMultipliers) {
     s.dtype = s.out_dtype = DType::f32;
     emulate_blocked(make_problem(s), dev);
     // 3-D: stride and kernel dilation along dim 0, bias, a 7-wide kernel on a 2-D slice.
-    Spec v = dw({2, 5, 6, 9, 6}, 3, 1, 1);
+    Spec v = depthwise_spec({2, 5, 6, 9, 6}, 3, 1, 1);
     v.w_shape = {6, 2, 3, 7, 1};
     v.params.stride = {2, 1, 1};
     v.params.kernel_dilation = {2, 1, 1};

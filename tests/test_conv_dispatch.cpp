@@ -24,6 +24,7 @@ namespace gemmkit::cuda::conv_impl {
 namespace {
 
 using detail::ConvProblem;
+using gemmkit_test::depthwise_spec;
 using gemmkit_test::fake;
 using gemmkit_test::make_problem;
 using gemmkit_test::Spec;
@@ -465,20 +466,6 @@ TEST(ConvTiling, DepthwiseCoversEachOutputOnce) {
   conv1d.params.padding_lo = {3};
   conv1d.params.padding_hi = {0};
   expect_depthwise_coverage(make_problem(conv1d));
-}
-
-Spec depthwise_spec(std::vector<int64_t> x_shape, int64_t kernel, int64_t stride, int64_t pad) {
-  Spec s;
-  const int64_t c = x_shape.back();
-  s.w_shape = {c};
-  for (std::size_t d = 1; d + 1 < x_shape.size(); ++d) s.w_shape.push_back(kernel);
-  s.w_shape.push_back(1);
-  s.x_shape = std::move(x_shape);
-  s.params.groups = c;
-  s.params.stride = {stride};
-  s.params.padding_lo = {pad};
-  s.params.padding_hi = {pad};
-  return s;
 }
 
 // The 2-D suite rows take the blocked variant and the 1-D one the narrow window variant, with
