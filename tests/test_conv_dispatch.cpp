@@ -1502,19 +1502,25 @@ TEST(ConvCudnn, TheRaceChallengerNeedsAClearMargin) {
 
 TEST(ConvCudnn, ProblemsCudnnCannotServe) {
   const DeviceDescription dev = with_cudnn();
-  // Input dilation (transposed conv) and negative padding: own paths under auto, Error forced.
+  // A transposed conv within the kernel's reach goes to cuDNN's backward-data; input dilation
+  // with padding beyond the reach, and negative padding: own paths under auto, Error forced.
   Spec transposed;
   transposed.x_shape = {1, 8, 8, 16};
   transposed.w_shape = {16, 3, 3, 16};
   transposed.params.input_dilation = {2};
   transposed.params.padding_lo = {2};
   transposed.params.padding_hi = {2};
+  const ConvConfig dgrad = select_conv_config(make_problem(transposed), dev, request());
+  EXPECT_EQ(dgrad.path, ConvPath::cudnn) << dgrad.reason;
+  EXPECT_TRUE(dgrad.cudnn_dgrad);
+  transposed.params.padding_lo = {3};
   const ConvProblem t = make_problem(transposed);
   EXPECT_NE(select_conv_config(t, dev, request()).path, ConvPath::cudnn);
   std::string m = selection_error(t, dev, request("cudnn"));
   EXPECT_NE(m.find("options.algo"), std::string::npos) << m;
   EXPECT_NE(m.find("'cudnn'"), std::string::npos) << m;
   EXPECT_NE(m.find("input dilation"), std::string::npos) << m;
+  EXPECT_NE(m.find("reach"), std::string::npos) << m;
   Spec negative;
   negative.x_shape = {1, 10, 10, 16};
   negative.w_shape = {16, 3, 3, 16};

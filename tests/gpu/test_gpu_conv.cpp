@@ -894,6 +894,33 @@ std::vector<ConvCase> cudnn_matrix() {
     c.out_layout.offset = 1;
     add(c);
   }
+  // Transposed convolutions: cuDNN's backward-data over the packed filter (cudnn_dgrad_form).
+  {
+    ConvCase c = make_case("transposed k4 s2 p1 (the suite row's form)", {2, 6, 5, 16},
+                           {8, 4, 4, 16}, {"cudnn"});
+    c.params = conv_transpose_params({4, 4}, {2}, {1}, {0}, {1}, 1);
+    add(c);
+  }
+  {
+    ConvCase c = make_case("transposed k3 s2 output_padding 1 groups 2 bias", {1, 5, 6, 8},
+                           {6, 3, 3, 4}, {"cudnn"});
+    c.params = conv_transpose_params({3, 3}, {2}, {1}, {1}, {1}, 2);
+    c.bias = true;
+    add(c);
+  }
+  {
+    ConvCase c = make_case("transposed 1d k5 s3 dilation 2", {2, 9, 8}, {6, 5, 8}, {"cudnn"});
+    c.params = conv_transpose_params({5}, {3}, {2}, {0}, {2}, 1);
+    add(c);
+  }
+  {
+    ConvCase c =
+        make_case("input dilation without flip, asymmetric", {1, 5, 5, 8}, {4, 3, 3, 8}, {"cudnn"});
+    c.params = conv_transpose_params({3, 3}, {2}, {1}, {1}, {1}, 1);
+    c.params.flip = false;
+    c.params.padding_lo = {0, 2};
+    add(c);
+  }
   return v;
 }
 
@@ -980,8 +1007,9 @@ TEST(GpuConvCudnn, ForcedCudnnThatCannotServeIsAnError) {
       EXPECT_NE(m.find(expected), std::string::npos) << m;
     }
   };
-  expect_cudnn_error(conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 1}, {1, 1}, 2),
-                     "input dilation");
+  ConvParams strided_transpose = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 1}, {1, 1}, 2);
+  strided_transpose.stride = {2, 1};  // input dilation and stride together: no cuDNN form
+  expect_cudnn_error(strided_transpose, "input dilation with stride");
   ConvParams negative;
   negative.groups = 2;
   negative.padding_lo = {-1, 2};

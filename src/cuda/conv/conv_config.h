@@ -176,6 +176,13 @@ struct ConvConfig {
   int64_t x_row_stride = 0;       // gemm_1x1: stride of the flat position in x (0: one position)
   int64_t out_row_stride = 0;     // stride of the flat position in out (0: one position)
   int64_t weight_row_stride = 0;  // stride of the output channel in the weight
+
+  // cuDNN path of a transposed convolution (input dilation): cuDNN's backward-data of the
+  // forward convolution it inverts (cudnn_dgrad_form), the weight first copied into the
+  // workspace in the filter layout that operation reads (conv_dgrad_weight.cuh).
+  bool cudnn_dgrad = false;
+  int64_t weight_t_offset = 0;  // the copied weight in the workspace
+  int64_t weight_t_bytes = 0;
 };
 
 inline std::string to_string(const ConvConfig& c) {
@@ -875,14 +882,111 @@ inline int64_t element_span(const Tensor& t) {
 // out into an fp32 scratch [positions][o] that the bias pass (conv_bias.cuh) rounds into out
 // once; with f32 out the pass adds the bias in place. The engine's workspace is known only when
 // its plan is built (run time): the launcher skips engines needing more than the budget left.
+// A convolution with input dilation (a transposed convolution) as cuDNN's backward-data: with
+// stride 1, out[p] = sum over taps t and x positions q with q * s = p + t * d - pad_lo of
+// x[q] * w_eff[t] (w_eff = w, or w reversed with flip); backward-data of a forward convolution
+// of stride S = s, dilation D = d, paddings P gives dx[i] = sum over q * S + t' * D - P_lo = i
+// of dy[q] * W_cc[t']: the same sum for dy = x, dx = out, P_lo = (K - 1) d - pad_lo and
+// W_cc[t'] = w_eff[K - 1 - t'], i.e. cross-correlation over w itself when flip is set and
+// convolution mode (cuDNN reverses W) when it is not. P_hi only has to make the forward
+// output size floor((O + P_lo + P_hi - (K - 1) d - 1) / s) + 1 come out as x's extent:
+// P_hi = (K - 1) d - pad_hi, raised to 0 when within s - 1 of it.
+struct CudnnDgradForm {
+  int64_t stride[detail::kMaxSpatial] = {}, dilation[detail::kMaxSpatial] = {};
+  int64_t pad_lo[detail::kMaxSpatial] = {}, pad_hi[detail::kMaxSpatial] = {};
+  bool cross_correlation = true;
+};
+
+// The form, or why there is none.
+inline std::string cudnn_dgrad_form(const detail::ConvProblem& p, CudnnDgradForm& f) {
+  for (int d = 0; d < p.spatial; ++d) {
+    if (p.stride[d] != 1) {
+      return "input dilation with stride " + std::to_string(p.stride[d]) +
+             " > 1: no cuDNN backward-data form";
+    }
+    const int64_t reach = (p.kernel_size[d] - 1) * p.kernel_dilation[d];
+    const int64_t s = p.input_dilation[d];
+    f.stride[d] = s;
+    f.dilation[d] = p.kernel_dilation[d];
+    f.pad_lo[d] = reach - p.padding_lo[d];
+    f.pad_hi[d] = reach - p.padding_hi[d];
+    if (f.pad_lo[d] < 0) {
+      return "input dilation with padding_lo " + std::to_string(p.padding_lo[d]) +
+             " beyond the kernel's reach " + std::to_string(reach) +
+             ": no cuDNN backward-data form";
+    }
+    if (f.pad_hi[d] < 0) {
+      if (f.pad_hi[d] + s - 1 < 0) {
+        return "input dilation with padding_hi " + std::to_string(p.padding_hi[d]) +
+               " beyond the kernel's reach " + std::to_string(reach) + " + stride - 1" +
+               ": no cuDNN backward-data form";
+      }
+      f.pad_hi[d] = 0;
+    }
+  }
+  f.cross_correlation = p.flip;
+  return "";
+}
+
+// Element of the backward-data filter W[k][cc][taps] (k < c, cc < o / groups, packed with cc
+// fastest: the KRSC layout) taken from gemmkit's weight w[o][taps][c / groups]: k = g * cpg + kk
+// is W's output channel (x's channel), cc its input channel within the group (out's channel
+// g * opg + cc). Returns w's element offset for W's packed index `i`.
+struct DgradWeightIndex {
+  int64_t c = 0, cpg = 0, opg = 0, taps = 0;
+  int64_t w_o_stride = 0, w_c_stride = 0;  // w's strides of o and of c / groups
+  int64_t w_tap_stride[detail::kMaxSpatial] = {};
+  int64_t kernel[detail::kMaxSpatial] = {1, 1, 1};
+  int spatial = 0;
+};
+
+#if defined(__CUDACC__)
+#define GEMMKIT_DGRAD_HD __host__ __device__
+#else
+#define GEMMKIT_DGRAD_HD
+#endif
+
+GEMMKIT_DGRAD_HD inline int64_t dgrad_weight_source(const DgradWeightIndex& x, int64_t i) {
+  const int64_t cc = i % x.opg;
+  int64_t rest = i / x.opg;
+  int64_t tap_offset = 0;
+  for (int d = x.spatial - 1; d >= 0; --d) {
+    tap_offset += (rest % x.kernel[d]) * x.w_tap_stride[d];
+    rest /= x.kernel[d];
+  }
+  const int64_t k = rest;  // < c
+  const int64_t g = k / x.cpg, kk = k - g * x.cpg;
+  return (g * x.opg + cc) * x.w_o_stride + tap_offset + kk * x.w_c_stride;
+}
+
+inline DgradWeightIndex dgrad_weight_index(const detail::ConvProblem& p) {
+  DgradWeightIndex x;
+  x.c = p.in_channels;
+  x.cpg = p.in_channels_per_group;
+  x.opg = p.out_channels_per_group;
+  x.taps = p.kernel_positions();
+  x.spatial = p.spatial;
+  x.w_o_stride = p.weight.strides[0];
+  x.w_c_stride = p.weight.strides[p.spatial + 1];
+  for (int d = 0; d < p.spatial; ++d) {
+    x.kernel[d] = p.kernel_size[d];
+    x.w_tap_stride[d] = p.weight.strides[d + 1];
+  }
+  return x;
+}
+
 inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescription& dev,
                                  int64_t budget, ConvConfig& c) {
   if (!dev.cudnn) return dev.cudnn_why_not;
+  c.cudnn_dgrad = false;
   for (int d = 0; d < p.spatial; ++d) {
-    if (p.input_dilation[d] != 1) {
-      return "input dilation (transposed convolution): cuDNN's forward convolution has none";
-    }
     if (p.padding_lo[d] < 0 || p.padding_hi[d] < 0) return "cuDNN has no negative padding";
+    if (p.input_dilation[d] != 1) c.cudnn_dgrad = true;
+  }
+  if (c.cudnn_dgrad) {
+    CudnnDgradForm form;
+    const std::string no = cudnn_dgrad_form(p, form);
+    if (!no.empty()) return no;
   }
   for (const Tensor* t : {&p.x, &p.weight, &p.out}) {
     if (element_span(*t) > kMaxCudnnSpan) {
@@ -911,9 +1015,19 @@ inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescr
     c.grid_cap = max_blocks(dev);
     c.grid = grid_for(p.out_positions() * p.out_channels, c.block, c.grid_cap);
   }
-  // Layout: [f32 scratch | cuDNN's workspace]; lt_offset is where cuDNN's part starts.
+  // Layout: [f32 scratch | the backward-data filter | cuDNN's workspace]; lt_offset is where
+  // cuDNN's part starts.
   c.scratch_offset = 0;
-  c.lt_offset = round_up(c.scratch_bytes, kWorkspaceAlign);
+  c.weight_t_offset = round_up(c.scratch_bytes, kWorkspaceAlign);
+  c.weight_t_bytes = c.cudnn_dgrad
+                         ? p.out_channels * p.kernel_positions() * p.in_channels_per_group *
+                               static_cast<int64_t>(dtype_size(p.weight.dtype))
+                         : 0;
+  c.lt_offset = c.weight_t_offset + round_up(c.weight_t_bytes, kWorkspaceAlign);
+  if (c.lt_offset > budget) {
+    return "the workspace (" + std::to_string(budget) + " bytes) cannot hold the f32 result and " +
+           "the backward-data filter (" + std::to_string(c.lt_offset) + " bytes)";
+  }
   c.lt_workspace_bytes = std::max<int64_t>(0, budget - c.lt_offset);
   c.workspace_bytes = c.lt_offset;  // + the chosen engine's workspace, at run time
   return "";

@@ -177,11 +177,15 @@ TensorView channels_second(const int64_t* shape, const int64_t* strides, int ran
   return v;
 }
 
+// The operation cuDNN runs: forward, x -> y; or backward-data (a transposed convolution,
+// conv_config.h's cudnn_dgrad_form), where gemmkit's x is cuDNN's dy, out is dx and w is the
+// packed filter the call copies into the workspace.
 struct CudnnProblem {
   TensorView x, w, y;
   int64_t spatial = 2;
   std::vector<int64_t> stride, dilation, pad_lo, pad_hi;
-  bool flip = false;
+  bool dgrad = false;
+  bool cross_correlation = true;
   bool f32_inputs = false;
 };
 
@@ -189,8 +193,23 @@ CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
   CudnnProblem q;
   const bool unit = p.spatial == 1;
   q.x = channels_second(p.x.shape, p.x.strides, p.x.rank, unit, p.x.dtype, p.x.data);
-  q.w = channels_second(p.weight.shape, p.weight.strides, p.weight.rank, unit, p.weight.dtype,
-                        p.weight.data);
+  if (c.cudnn_dgrad) {
+    // The packed filter (c, kernel..., o / groups), cc fastest: cuDNN's (K, C/g, spatial...).
+    std::vector<int64_t> shape{p.in_channels}, strides(static_cast<std::size_t>(p.spatial + 2));
+    for (int d = 0; d < p.spatial; ++d) shape.push_back(p.kernel_size[d]);
+    shape.push_back(p.out_channels_per_group);
+    int64_t stride = 1;
+    for (int i = p.spatial + 1; i >= 0; --i) {
+      strides[static_cast<std::size_t>(i)] = stride;
+      stride *= shape[static_cast<std::size_t>(i)];
+    }
+    q.w =
+        channels_second(shape.data(), strides.data(), p.spatial + 2, unit, p.weight.dtype, nullptr);
+    q.w.alignment = kMaxTensorAlignment;  // at a kWorkspaceAlign offset of the workspace
+  } else {
+    q.w = channels_second(p.weight.shape, p.weight.strides, p.weight.rank, unit, p.weight.dtype,
+                          p.weight.data);
+  }
   if (c.bias == BiasMode::scratch) {
     // The f32 scratch [positions][o], at the (256-byte aligned) start of the workspace.
     std::vector<int64_t> shape{p.batch}, strides(static_cast<std::size_t>(p.spatial + 2));
@@ -212,14 +231,18 @@ CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
     q.pad_lo.push_back(0);
     q.pad_hi.push_back(0);
   }
+  CudnnDgradForm form;
+  if (c.cudnn_dgrad) cudnn_dgrad_form(p, form);  // why_not_cudnn checked that there is one
   for (int d = 0; d < p.spatial; ++d) {
-    q.stride.push_back(p.stride[d]);
+    q.stride.push_back(c.cudnn_dgrad ? form.stride[d] : p.stride[d]);
     q.dilation.push_back(p.kernel_dilation[d]);
-    q.pad_lo.push_back(p.padding_lo[d]);
-    q.pad_hi.push_back(p.padding_hi[d]);
+    q.pad_lo.push_back(c.cudnn_dgrad ? form.pad_lo[d] : p.padding_lo[d]);
+    q.pad_hi.push_back(c.cudnn_dgrad ? form.pad_hi[d] : p.padding_hi[d]);
   }
   q.spatial = static_cast<int64_t>(q.stride.size());
-  q.flip = p.flip;
+  q.dgrad = c.cudnn_dgrad;
+  // Forward: gemmkit's flip is the true convolution. Backward-data: see cudnn_dgrad_form.
+  q.cross_correlation = c.cudnn_dgrad ? form.cross_correlation : !p.flip;
   q.f32_inputs = p.x.dtype == DType::f32;
   return q;
 }
@@ -227,7 +250,7 @@ CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
 using PlanKey = std::vector<int64_t>;
 
 PlanKey plan_key(int device, const CudnnProblem& q, int64_t engine_budget) {
-  PlanKey key{device, q.spatial, q.flip ? 1 : 0, engine_budget};
+  PlanKey key{device, q.spatial, q.cross_correlation ? 1 : 0, q.dgrad ? 1 : 0, engine_budget};
   for (const TensorView* t : {&q.x, &q.w, &q.y}) {
     key.push_back(static_cast<int64_t>(t->dtype));
     key.push_back(t->alignment);
@@ -268,8 +291,8 @@ std::shared_ptr<Graph> make_graph(cudnnHandle_t handle, const CudnnProblem& q) {
   g->parts.push_back(make_tensor(kUidY, q.y));
   Descriptor conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  // gemmkit's flip is the true convolution; no flip is cross-correlation.
-  const cudnnConvolutionMode_t mode = q.flip ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
+  const cudnnConvolutionMode_t mode =
+      q.cross_correlation ? CUDNN_CROSS_CORRELATION : CUDNN_CONVOLUTION;
   conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &compute);
   conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode);
   conv.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &q.spatial);
@@ -280,14 +303,24 @@ std::shared_ptr<Graph> make_graph(cudnnHandle_t handle, const CudnnProblem& q) {
   conv.finalize();
   g->parts.push_back(std::move(conv));
 
-  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   const float alpha = 1.0f, beta = 0.0f;
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g->parts[0]);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g->parts[1]);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g->parts[2]);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, g->parts[3]);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta);
+  Descriptor op(q.dgrad ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                        : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  if (q.dgrad) {  // gemmkit's x is dy, out is dx
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, g->parts[0]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, g->parts[1]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, g->parts[2]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, g->parts[3]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, &beta);
+  } else {
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g->parts[0]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g->parts[1]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g->parts[2]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, g->parts[3]);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta);
+  }
   op.finalize();
   g->parts.push_back(std::move(op));
 
@@ -537,7 +570,7 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
         c.bias == BiasMode::scratch ? static_cast<void*>(workspace + c.scratch_offset) : p.out.data;
     void* engine_workspace = run.workspace > 0 ? workspace + c.lt_offset : nullptr;
     const int64_t uids[3] = {kUidX, kUidW, kUidY};
-    void* pointers[3] = {x, w, y};
+    void* pointers[3] = {x, c.cudnn_dgrad ? workspace + c.weight_t_offset : w, y};
     Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
     pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, 3);
@@ -552,6 +585,11 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
       with_conv_workspace(device, c.lt_offset + most_workspace, stream, why, [&](void* base) {
         char* const workspace = static_cast<char*>(base);
         std::lock_guard<std::mutex> lock(h.mutex);
+        if (c.cudnn_dgrad) {  // the packed filter, before every engine run of this call
+          launch_conv_dgrad_weight(p.weight.dtype, dgrad_weight_index(p), p.weight.data,
+                                   workspace + c.weight_t_offset, stream);
+          GEMMKIT_CUDA_CHECK(cudaGetLastError());
+        }
         if (timing) {
           std::string timings;
           double best_us = 0;

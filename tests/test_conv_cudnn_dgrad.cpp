@@ -1,0 +1,223 @@
+// Host tests of the transposed convolution's cuDNN form (conv_config.h: cudnn_dgrad_form,
+// dgrad_weight_source): which problems have one, its strides and paddings for the suite row, and
+// an emulation, in double, of cuDNN's backward-data over exactly the parameters and the packed
+// filter the cuDNN path hands it, against the double reference of conv_general. Runs without a
+// GPU and without cuDNN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/problems.h"
+#include "conv_problem_spec.h"
+#include "cuda/conv/conv_config.h"
+#include "gemmkit/gemmkit.h"
+#include "reference_double.h"
+
+namespace gemmkit::cuda::conv_impl {
+namespace {
+
+using detail::ConvProblem;
+using gemmkit_test::HostTensor;
+using gemmkit_test::make_problem;
+using gemmkit_test::Spec;
+
+DeviceDescription with_cudnn() {
+  DeviceDescription d{};
+  d.cudnn = true;
+  d.cudnn_why_not.clear();
+  return d;
+}
+
+// dx = backward-data(dy = x, W) as cuDNN defines it, over `form` and the packed filter built with
+// dgrad_weight_source: dx[n, i, k'] for out's shape.
+std::vector<double> emulate_dgrad(const ConvProblem& p, const CudnnDgradForm& form,
+                                  const HostTensor& x, const HostTensor& w) {
+  const std::vector<double> xd = gemmkit_test::dense(x), wd = gemmkit_test::dense(w);
+  const DgradWeightIndex wi = dgrad_weight_index(p);
+  const int64_t c = p.in_channels, o = p.out_channels, opg = wi.opg, cpg = wi.cpg;
+  // The packed filter W[k][taps][cc] (w is contiguous: its offsets are dense indices).
+  std::vector<double> packed(static_cast<std::size_t>(c * wi.taps * opg));
+  for (int64_t i = 0; i < static_cast<int64_t>(packed.size()); ++i) {
+    packed[static_cast<std::size_t>(i)] = wd[static_cast<std::size_t>(dgrad_weight_source(wi, i))];
+  }
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kk[3] = {1, 1, 1};
+  for (int d = 0; d < p.spatial; ++d) {
+    in[d] = p.in_size[d];
+    out[d] = p.out_size[d];
+    kk[d] = p.kernel_size[d];
+  }
+  std::vector<double> dx(static_cast<std::size_t>(p.batch * out[0] * out[1] * out[2] * o), 0.0);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t q0 = 0; q0 < in[0]; ++q0)
+      for (int64_t q1 = 0; q1 < in[1]; ++q1)
+        for (int64_t q2 = 0; q2 < in[2]; ++q2)
+          for (int64_t t0 = 0; t0 < kk[0]; ++t0)
+            for (int64_t t1 = 0; t1 < kk[1]; ++t1)
+              for (int64_t t2 = 0; t2 < kk[2]; ++t2) {
+                const int64_t q[3] = {q0, q1, q2}, t[3] = {t0, t1, t2};
+                int64_t i[3] = {0, 0, 0}, tap = 0;
+                bool inside = true;
+                for (int d = 0; d < 3; ++d) {
+                  if (d < p.spatial) {
+                    i[d] = q[d] * form.stride[d] + t[d] * form.dilation[d] - form.pad_lo[d];
+                    if (i[d] < 0 || i[d] >= out[d]) inside = false;
+                  }
+                  // Convolution mode: cuDNN reverses the filter's taps.
+                  const int64_t used = form.cross_correlation ? t[d] : kk[d] - 1 - t[d];
+                  tap = tap * kk[d] + used;
+                }
+                if (!inside) continue;
+                for (int64_t k = 0; k < c; ++k) {
+                  const double xv = xd[static_cast<std::size_t>(
+                      (((b * in[0] + q0) * in[1] + q1) * in[2] + q2) * c + k)];
+                  const int64_t g = k / cpg;
+                  for (int64_t cc = 0; cc < opg; ++cc) {
+                    const double wv =
+                        packed[static_cast<std::size_t>((k * wi.taps + tap) * opg + cc)];
+                    dx[static_cast<std::size_t>(
+                        (((b * out[0] + i[0]) * out[1] + i[1]) * out[2] + i[2]) * o + g * opg +
+                        cc)] += xv * wv;
+                  }
+                }
+              }
+  return dx;
+}
+
+struct DgradCase {
+  std::string name;
+  std::vector<int64_t> x_shape, w_shape;
+  ConvParams params;
+};
+
+std::vector<DgradCase> dgrad_cases() {
+  std::vector<DgradCase> cases;
+  // PyTorch ConvTranspose2d(k 4, stride 2, padding 1): the suite row's form, small.
+  cases.push_back({"k4 s2 p1",
+                   {2, 5, 6, 8},
+                   {6, 4, 4, 8},
+                   conv_transpose_params({4, 4}, {2}, {1}, {0}, {1}, 1)});
+  cases.push_back({"k3 s2 p1 output_padding 1",
+                   {1, 4, 5, 4},
+                   {3, 3, 3, 4},
+                   conv_transpose_params({3, 3}, {2}, {1}, {1}, {1}, 1)});
+  cases.push_back({"k3 s3 p0 dilation 2",
+                   {1, 3, 4, 4},
+                   {5, 3, 3, 4},
+                   conv_transpose_params({3, 3}, {3}, {0}, {0}, {2}, 1)});
+  cases.push_back(
+      {"groups 2, 1-D", {2, 7, 6}, {4, 5, 3}, conv_transpose_params({5}, {2}, {2}, {1}, {1}, 2)});
+  cases.push_back({"3-D k2 s2",
+                   {1, 2, 3, 3, 4},
+                   {2, 2, 2, 2, 4},
+                   conv_transpose_params({2, 2, 2}, {2}, {0}, {0}, {1}, 1)});
+  // Without flip (cuDNN's convolution mode reverses the filter instead), asymmetric padding.
+  ConvParams noflip = conv_transpose_params({3, 3}, {2}, {1}, {1}, {1}, 1);
+  noflip.flip = false;
+  noflip.padding_lo = {0, 2};
+  cases.push_back({"no flip, asymmetric", {1, 4, 4, 4}, {3, 3, 3, 4}, noflip});
+  return cases;
+}
+
+TEST(ConvCudnnDgrad, EmulatedBackwardDataEqualsConvGeneral) {
+  uint64_t seed = 500;
+  for (const DgradCase& k : dgrad_cases()) {
+    SCOPED_TRACE(k.name);
+    Spec spec;
+    spec.x_shape = k.x_shape;
+    spec.w_shape = k.w_shape;
+    spec.params = k.params;
+    spec.dtype = DType::f32;
+    spec.out_dtype = DType::f32;
+    const ConvProblem p = make_problem(spec);
+    CudnnDgradForm form;
+    ASSERT_EQ(cudnn_dgrad_form(p, form), "");
+    EXPECT_EQ(form.cross_correlation, k.params.flip);
+    const HostTensor x = gemmkit_test::random_tensor(DType::f32, k.x_shape, seed += 7);
+    const HostTensor w = gemmkit_test::random_tensor(DType::f32, k.w_shape, seed += 7);
+    const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, k.params);
+    const std::vector<double> got = emulate_dgrad(p, form, x, w);
+    ASSERT_EQ(got.size(), ref.value.size());
+    int64_t bad = 0;
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      if (std::fabs(got[e] - ref.value[e]) > 1e-9 * (1.0 + ref.scale[e])) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << "of " << got.size() << " outputs";
+  }
+}
+
+TEST(ConvCudnnDgrad, TheModelCatchesAWrongPadding) {
+  // The emulation with P_lo off by one disagrees with conv_general: the test can fail.
+  const DgradCase k = dgrad_cases()[0];
+  Spec spec;
+  spec.x_shape = k.x_shape;
+  spec.w_shape = k.w_shape;
+  spec.params = k.params;
+  spec.dtype = DType::f32;
+  spec.out_dtype = DType::f32;
+  const ConvProblem p = make_problem(spec);
+  CudnnDgradForm form;
+  ASSERT_EQ(cudnn_dgrad_form(p, form), "");
+  form.pad_lo[0] += 1;
+  const HostTensor x = gemmkit_test::random_tensor(DType::f32, k.x_shape, 11);
+  const HostTensor w = gemmkit_test::random_tensor(DType::f32, k.w_shape, 12);
+  const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, k.params);
+  const std::vector<double> got = emulate_dgrad(p, form, x, w);
+  int64_t bad = 0;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    if (std::fabs(got[e] - ref.value[e]) > 1e-9 * (1.0 + ref.scale[e])) ++bad;
+  }
+  EXPECT_GT(bad, 0);
+}
+
+TEST(ConvCudnnDgrad, FormOfTheSuiteRowAndWhatHasNone) {
+  // convtranspose2d-k4s2-256 (conv-models.csv): n1 128x128 c256 -> o128, k4, pad 2, idil 2, flip.
+  Spec row;
+  row.x_shape = {1, 128, 128, 256};
+  row.w_shape = {128, 4, 4, 256};
+  row.params.padding_lo = {2};
+  row.params.padding_hi = {2};
+  row.params.input_dilation = {2};
+  row.params.flip = true;
+  const ConvProblem p = make_problem(row);
+  CudnnDgradForm form;
+  ASSERT_EQ(cudnn_dgrad_form(p, form), "");
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(form.stride[d], 2);
+    EXPECT_EQ(form.dilation[d], 1);
+    EXPECT_EQ(form.pad_lo[d], 1);
+    EXPECT_EQ(form.pad_hi[d], 1);
+  }
+  EXPECT_TRUE(form.cross_correlation);
+  ConvConfig c;
+  EXPECT_EQ(why_not_cudnn(p, with_cudnn(), kDefaultWorkspaceBytes, c), "");
+  EXPECT_TRUE(c.cudnn_dgrad);
+  EXPECT_EQ(c.weight_t_bytes, 128 * 16 * 256 * 2);
+  EXPECT_GE(c.lt_offset, c.weight_t_offset + c.weight_t_bytes);
+  // Stride with input dilation, padding beyond the kernel's reach: no form, a reason.
+  Spec strided = row;
+  strided.params.stride = {2};
+  c = ConvConfig{};
+  EXPECT_NE(
+      why_not_cudnn(make_problem(strided), with_cudnn(), kDefaultWorkspaceBytes, c).find("stride"),
+      std::string::npos);
+  Spec wide = row;
+  wide.params.padding_lo = {4};
+  c = ConvConfig{};
+  EXPECT_NE(
+      why_not_cudnn(make_problem(wide), with_cudnn(), kDefaultWorkspaceBytes, c).find("reach"),
+      std::string::npos);
+  // A forward convolution keeps the forward operation.
+  Spec fwd;
+  fwd.x_shape = {1, 16, 16, 32};
+  fwd.w_shape = {32, 3, 3, 32};
+  c = ConvConfig{};
+  EXPECT_EQ(why_not_cudnn(make_problem(fwd), with_cudnn(), kDefaultWorkspaceBytes, c), "");
+  EXPECT_FALSE(c.cudnn_dgrad);
+  EXPECT_EQ(c.weight_t_bytes, 0);
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::conv_impl
