@@ -77,7 +77,7 @@ TEST(ConvSmallOTaps, VaeConvOutTiling) {
     EXPECT_FALSE(c.small_o.mma);
     EXPECT_EQ(t.n_cols, 27);
     EXPECT_EQ(t.n_tiles, 4);
-    EXPECT_EQ(t.y_stride, 27);
+    EXPECT_EQ(t.y_stride, 33);  // every MMA column + 1
     EXPECT_EQ(t.chunks, 4);
     EXPECT_EQ(t.channel_groups, 1);
     EXPECT_EQ(t.weight_bytes, 4 * 4 * 512);
@@ -86,14 +86,15 @@ TEST(ConvSmallOTaps, VaeConvOutTiling) {
     EXPECT_EQ(t.region_h, row.tile_h + 2);
     EXPECT_EQ(t.region_w, row.tile_w + 2);
     EXPECT_EQ(t.m_tiles, ceil_div(t.region(), 16));
-    EXPECT_EQ(t.y_bytes, t.region() * 27 * 4);
+    EXPECT_EQ(t.y_bytes, t.m_tiles * 16 * 33 * 4);
+    EXPECT_EQ(t.pixel_bytes, t.m_tiles * 16 * 4);
     EXPECT_EQ(t.tiles, row.tiles);
     EXPECT_EQ(t.blocks_per_sm, 2);
     EXPECT_EQ(t.tiles_per_block, row.tiles_per_block);
     EXPECT_EQ(t.grid, row.grid);
     EXPECT_EQ(int64_t{c.grid.x}, t.grid);
     EXPECT_EQ(c.block, kSmallOTapsThreads);
-    EXPECT_EQ(c.smem_bytes, t.weight_bytes + t.y_bytes);
+    EXPECT_EQ(c.smem_bytes, t.weight_bytes + t.y_bytes + t.pixel_bytes);
     EXPECT_LE(2 * (c.smem_bytes + kSmallOTapsSmemReserve), kH200.shared_per_multiprocessor);
     const std::string log = to_string(c);
     EXPECT_NE(log.find("small_o=taps tile=" + std::to_string(row.tile_h) + "x" +
@@ -102,11 +103,12 @@ TEST(ConvSmallOTaps, VaeConvOutTiling) {
         << log;
     EXPECT_NE(log.find("taps kernel"), std::string::npos) << log;
   }
-  // 16 x 32: 18 x 34 = 612 region pixels, 39 m-tiles, 74,288 bytes of shared memory.
+  // 16 x 32: 18 x 34 = 612 region pixels, 39 m-tiles (624 rows of Y and of the pixel table),
+  // 8,192 + 82,368 + 2,496 bytes of shared memory.
   const SmallOTapsTiling t = taps_plan(conv_out(1, 1024, 1024));
   EXPECT_EQ(t.region(), 612);
   EXPECT_EQ(t.m_tiles, 39);
-  EXPECT_EQ(t.smem_bytes(), 74288);
+  EXPECT_EQ(t.smem_bytes(), 93056);
   // direct takes it too; reference never does.
   EXPECT_TRUE(select_conv_config(gemmkit_test::make_problem(conv_out(1, 256, 256)), kH200,
                                  request("direct"))
@@ -397,7 +399,7 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
   const DType dt = x.dtype;
   const int64_t grid = c.grid.x;
   ASSERT_EQ(grid, t.grid);
-  ASSERT_EQ(c.smem_bytes, t.weight_bytes + t.y_bytes);
+  ASSERT_EQ(c.smem_bytes, t.weight_bytes + t.y_bytes + t.pixel_bytes);
   const int n_tiles = t.n_tiles;
   const std::vector<char> x_ok = view_mask(x), w_ok = view_mask(w), out_ok = view_mask(out);
   const auto bits_at = [&](const HostTensor& h, const std::vector<char>& ok, int64_t offset) {
@@ -444,12 +446,39 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
     SmallOTapsStep loaded{-1, -1, -1};
   };
   std::vector<WarpState> warps(kSmallOTapsWarps);
-  const auto locate = [&](WarpState& ws, const SmallOTapsTile& s, int m_tile) {
+  // The block's pixel table (region offsets from the tile base) and the tile it was filled for.
+  const int y_rows = static_cast<int>(t.y_rows());
+  ASSERT_EQ(int64_t{y_rows} * 4, t.pixel_bytes);
+  std::vector<int> pixels(static_cast<std::size_t>(y_rows), -2);
+  int64_t pixels_tile = -1;
+  const auto fill_pixels = [&](int64_t tile) {
+    const SmallOTapsTile s = small_o_taps_tile(g, t, tile);
+    for (int r = 0; r < y_rows; ++r) {
+      pixels[static_cast<std::size_t>(r)] = small_o_taps_region_offset(g, t, s, r);
+    }
+    pixels_tile = tile;
+  };
+  // A tile's first step computes its rows' offsets; the other steps read the pixel table.
+  const auto locate = [&](WarpState& ws, int64_t tile, int m_tile, bool first) {
+    const SmallOTapsTile s = small_o_taps_tile(g, t, tile);
+    const int64_t base = small_o_taps_tile_base(g, s);
+    if (!first) {
+      ASSERT_EQ(pixels_tile, tile) << "pixel table of another tile";
+    }
     for (int lane = 0; lane < 32; ++lane) {
       for (int h = 0; h < 2; ++h) {
-        int64_t offset = 0;
         const int r = m_tile * kSmallOTapsMRows + small_o_taps_a_row(lane, h);
-        ws.src[h][lane] = small_o_taps_pixel(g, t, s, r, offset) ? offset : -1;
+        ASSERT_LT(r, y_rows);
+        const int rel =
+            first ? small_o_taps_region_offset(g, t, s, r) : pixels[static_cast<std::size_t>(r)];
+        ASSERT_GE(rel, -1);
+        int64_t offset = 0;
+        const bool real = small_o_taps_pixel(g, t, s, r, offset);
+        EXPECT_EQ(rel >= 0, real) << "row " << r;
+        if (real) {
+          EXPECT_EQ(base + rel, offset) << "row " << r;
+        }
+        ws.src[h][lane] = rel >= 0 ? base + rel : -1;
         // The m-tail past the region loads nothing.
         EXPECT_TRUE(r < t.region() || ws.src[h][lane] < 0) << "row " << r << " past the region";
       }
@@ -473,23 +502,25 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
   };
 
   const int region = static_cast<int>(t.region());
-  const int y_size = region * static_cast<int>(t.y_stride);
+  const int y_size = y_rows * static_cast<int>(t.y_stride);
+  ASSERT_GE(t.y_stride, n_tiles * 8);
   ASSERT_EQ(int64_t{y_size} * 4, t.y_bytes);
   std::vector<float> y(static_cast<std::size_t>(y_size));
   std::vector<char> y_written(static_cast<std::size_t>(y_size));
   // Region rows whose x was loaded from a real pixel in this tile (the shift-add may read no
   // other: taps on padding are skipped, not added as zero products).
-  std::vector<char> row_real(static_cast<std::size_t>(region));
+  std::vector<char> row_real(static_cast<std::size_t>(y_rows));
   std::vector<int> out_writes(static_cast<std::size_t>(out.storage_elems()), 0);
   int64_t tiles_done = 0;
   for (int64_t block = 0; block < grid; ++block) {
     for (int warp = 0; warp < kSmallOTapsWarps; ++warp) {
       if (warp >= t.m_tiles) continue;
       WarpState& ws = warps[static_cast<std::size_t>(warp)];
-      locate(ws, small_o_taps_tile(g, t, block), warp);
+      locate(ws, block, warp, true);
       for (int k = 0; k < kSmallOTapsGroupChunks; ++k) load(ws, k, 0);
       ws.loaded = {block, warp, 0};
     }
+    fill_pixels(block);
     for (int64_t tile = block; tile < t.tiles; tile += grid) {
       ++tiles_done;
       const SmallOTapsTile s = small_o_taps_tile(g, t, tile);
@@ -513,7 +544,7 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
             const SmallOTapsStep next =
                 small_o_taps_next_step(t, grid, warp, {tile, m_tile, group});
             const bool prefetch = next.tile == tile;
-            if (prefetch && next.group == 0) locate(ws, s, next.m_tile);
+            if (prefetch && next.group == 0) locate(ws, tile, next.m_tile, false);
             for (int k = 0; k < kSmallOTapsGroupChunks; ++k) {
               const int chunk = group * kSmallOTapsGroupChunks + k;
               if (chunk < t.chunks) {
@@ -544,15 +575,14 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
           for (int j = 0; j < n_tiles; ++j) {
             for (int lane = 0; lane < 32; ++lane) {
               for (int e = 0; e < 4; ++e) {
+                // Every row of the m-tile and column of the n-tile: Y has room for all.
                 const int r = m_tile * kSmallOTapsMRows + small_o_taps_acc_row(lane, e);
                 const int n = j * 8 + small_o_taps_acc_col(lane, e);
-                if (r < region && n < t.n_cols) {
-                  const int i = small_o_taps_y(t, r, n);
-                  ASSERT_TRUE(i >= 0 && i < y_size);
-                  ASSERT_EQ(y_written[static_cast<std::size_t>(i)], 0) << "Y written twice";
-                  y[static_cast<std::size_t>(i)] = acc[j][lane][e];
-                  y_written[static_cast<std::size_t>(i)] = 1;
-                }
+                const int i = small_o_taps_y(t, r, n);
+                ASSERT_TRUE(i >= 0 && i < y_size);
+                ASSERT_EQ(y_written[static_cast<std::size_t>(i)], 0) << "Y written twice";
+                y[static_cast<std::size_t>(i)] = acc[j][lane][e];
+                y_written[static_cast<std::size_t>(i)] = 1;
               }
             }
           }
@@ -567,11 +597,13 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
           EXPECT_EQ(after.group, 0);
         }
         if (warp < t.m_tiles && tile + grid < t.tiles) {
-          locate(ws, small_o_taps_tile(g, t, tile + grid), warp);
+          locate(ws, tile + grid, warp, true);
           for (int k = 0; k < kSmallOTapsGroupChunks; ++k) load(ws, k, 0);
           ws.loaded = {tile + grid, warp, 0};
         }
       }
+      // After the barrier that ends the steps: the next tile's pixel table.
+      if (tile + grid < t.tiles) fill_pixels(tile + grid);
       // The shift-add, both loops as the kernel runs them; the interior one must read what the
       // general one reads.
       const int outputs = static_cast<int>(t.tile_h * t.tile_w * g.o);

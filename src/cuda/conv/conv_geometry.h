@@ -26,6 +26,7 @@ namespace gemmkit::cuda::conv_impl {
 // ---- Launch grids -----------------------------------------------------------------------------
 
 constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxInt32 = (int64_t{1} << 31) - 1;  // largest int32 offset
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kMaxBlockThreads = 1024;
 
@@ -593,7 +594,7 @@ struct SmallOTapsTiling {
   bool active = false;
   int n_tiles = 4;                     // MMA n-tiles of 8 columns: 4 or 8 (kernel template)
   int64_t n_cols = 1;                  // taps * o: columns of Y
-  int64_t y_stride = 1;                // floats per region pixel in Y: n_cols rounded up to odd
+  int64_t y_stride = 1;                // floats per Y row: n_tiles * 8 + 1 (odd: fewer conflicts)
   int64_t chunks = 1;                  // ceil(c / 32)
   int64_t channel_groups = 1;          // ceil(chunks / 4): warp steps per m-tile
   int64_t tile_h = 1, tile_w = 1;      // output positions of a tile (dims 1 and 2)
@@ -602,12 +603,15 @@ struct SmallOTapsTiling {
   int64_t row_tiles = 1, col_tiles = 1;
   int64_t tiles = 1;            // batch * out[0] * row_tiles * col_tiles
   int64_t weight_bytes = 0;     // chunks * n_tiles * kSmallOTapsChunkBytes: B fragments
-  int64_t y_bytes = 0;          // region * y_stride * 4: Y in fp32
+  int64_t y_bytes = 0;          // y_rows() * y_stride * 4: Y in fp32
+  int64_t pixel_bytes = 0;      // y_rows() * 4: the tile's region pixel offsets (int32)
   int64_t blocks_per_sm = 1;    // resident blocks (registers, shared memory)
   int64_t tiles_per_block = 1;  // most tiles one block takes
   int64_t grid = 1;             // blocks: ceil(tiles / tiles_per_block)
   GEMMKIT_CONV_HD int64_t region() const { return region_h * region_w; }
-  GEMMKIT_CONV_HD int64_t smem_bytes() const { return weight_bytes + y_bytes; }
+  // Rows of Y and of the pixel table: every m-tile's 16 (the m-tail rows are written, never read).
+  GEMMKIT_CONV_HD int64_t y_rows() const { return m_tiles * kSmallOTapsMRows; }
+  GEMMKIT_CONV_HD int64_t smem_bytes() const { return weight_bytes + y_bytes + pixel_bytes; }
 };
 
 // The tile of tiling `t` numbered `tile`: plane (n, d0), first output row / column, whether the
@@ -648,6 +652,22 @@ GEMMKIT_CONV_HD bool small_o_taps_pixel(const ConvGeometry& g, const SmallOTapsT
   if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) return false;
   offset = s.x_plane + ih * g.x_stride[2] + iw * g.x_stride[3];
   return true;
+}
+
+// x's element offset of tile s's region pixel (0, 0) (it may be padding: only a base that real
+// pixels' offsets are taken from).
+GEMMKIT_CONV_HD int64_t small_o_taps_tile_base(const ConvGeometry& g, const SmallOTapsTile& s) {
+  return s.x_plane + s.ih0 * g.x_stride[2] + s.iw0 * g.x_stride[3];
+}
+
+// Region pixel r's offset from small_o_taps_tile_base (>= 0: strides are >= 1, and the plan
+// keeps it below 2^31), or -1 where small_o_taps_pixel is false. The kernel keeps these in a
+// per-tile table in shared memory, so a warp step locates its rows with two shared loads.
+GEMMKIT_CONV_HD int small_o_taps_region_offset(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                               const SmallOTapsTile& s, int r) {
+  int64_t offset = 0;
+  if (!small_o_taps_pixel(g, t, s, r, offset)) return -1;
+  return static_cast<int>(offset - small_o_taps_tile_base(g, s));
 }
 
 // The m-tile row (0 .. 15) whose x lane `lane` loads into its registers a[.][h] (h = 0, 1): the
@@ -836,7 +856,7 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
     return "taps * o = " + std::to_string(t.n_cols) + " > " + std::to_string(kSmallOTapsMaxCols);
   }
   t.n_tiles = t.n_cols <= 32 ? 4 : 8;
-  t.y_stride = t.n_cols | 1;  // odd: the 8 rows of a fragment store spread over the banks
+  t.y_stride = t.n_tiles * 8 + 1;  // every MMA column (stores without checks), odd
   t.chunks = ceil_div(g.c, kSmallOTapsChunk);
   t.channel_groups = ceil_div(t.chunks, kSmallOTapsGroupChunks);
   t.weight_bytes = t.chunks * t.n_tiles * kSmallOTapsChunkBytes;
@@ -858,9 +878,14 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
     c.region_h = (c.tile_h - 1) * g.stride[1] + (g.kernel[1] - 1) * g.kdil[1] + 1;
     c.region_w = (c.tile_w - 1) * g.stride[2] + (g.kernel[2] - 1) * g.kdil[2] + 1;
     if (c.region_h > limit || c.region_w > limit) continue;  // (their product could overflow)
-    c.y_bytes = c.region() * c.y_stride * 4;
-    if (c.smem_bytes() > limit) continue;
+    // Region offsets are int32 (small_o_taps_region_offset).
+    if ((c.region_h - 1) * g.x_stride[2] + (c.region_w - 1) * g.x_stride[3] + g.c > kMaxInt32) {
+      continue;
+    }
     c.m_tiles = ceil_div(c.region(), kSmallOTapsMRows);
+    c.y_bytes = c.y_rows() * c.y_stride * 4;
+    c.pixel_bytes = c.y_rows() * 4;
+    if (c.smem_bytes() > limit) continue;
     c.row_tiles = ceil_div(g.out[1], c.tile_h);
     c.col_tiles = ceil_div(g.out[2], c.tile_w);
     c.tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
@@ -872,7 +897,7 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
   if (!found) {
     return "the B fragments (" + std::to_string(t.weight_bytes) +
            " bytes) and the smallest tile's Y do not fit in " + std::to_string(limit) +
-           " bytes of shared memory (2 blocks per SM)";
+           " bytes of shared memory (2 blocks per SM), or x's region offsets pass 2^31";
   }
   t = best;
   t.active = true;

@@ -19,9 +19,11 @@
 // or f32; groups 1, one kernel tap along dim 0, no input dilation; any stride, kernel dilation,
 // padding (asymmetric, negative); x with unit channel stride, c % 8 == 0, 16-byte aligned, other
 // strides multiples of 8 elements (16-byte loads of 8 channels); weight, out and bias with any
-// strides; 64-bit offsets and tile indices. blockDim = kSmallOTapsThreads, gridDim.x = t.grid
-// (block b takes tiles b, b + grid, ...), dynamic shared memory t.smem_bytes() =
-//   B fragments (chunks, n_tiles, 32 lanes) x 16 bytes  +  Y (region, y_stride) fp32.
+// strides; 64-bit tile indices and offsets (a region's offsets from its base are int32: the plan
+// checks). blockDim = kSmallOTapsThreads, gridDim.x = t.grid (block b takes tiles b, b + grid,
+// ...), dynamic shared memory t.smem_bytes() = B fragments (chunks, n_tiles, 32 lanes) x 16 bytes
+//   + Y (m_tiles x 16 rows, y_stride = n_tiles x 8 + 1) fp32 + the pixel table (m_tiles x 16)
+//   int32.
 //
 // How. Warp w takes the region's m-tiles w, w + 8, ... (16 consecutive region pixels each). For
 // rows q = lane / 4 and q + 8 of its m-tile and each of the 4 chunks of a 128-channel group,
@@ -32,10 +34,14 @@
 // buffer: right after a chunk's MMAs the lane loads that chunk of the warp's next step in the
 // tile (small_o_taps_next_step: next group or next m-tile); after its last step of a tile, the
 // first step of the block's next tile, which stays in flight through the barriers and the
-// shift-add. B fragments come from shared memory (staged once per block, conflict-free 16-byte
-// reads); 2 blocks of 8 warps per SM (__launch_bounds__(256, 2), <= 128 registers, no spills).
-// Per 16 x 32 output tile of conv_out (c = 128): 612 region pixels = 39 m-tiles x (8 k-steps x 4
-// n-tiles) = 1248 MMAs; 156,672 bytes of x (1.20x the tile's own input: the halo, read from L2).
+// shift-add. A step finds its rows' x offsets in the tile's pixel table (filled by the whole
+// block during the previous tile's shift-add; the first step of a tile computes its own), and
+// stores its accumulators to Y without checks (Y has a row per m-tile row and a column per MMA
+// column; the shift-add reads real pixels' entries only). B fragments come from shared memory
+// (staged once per block, conflict-free 16-byte reads); 2 blocks of 8 warps per SM
+// (__launch_bounds__(256, 2), <= 128 registers, no spills). Per 16 x 32 output tile of conv_out (c
+// = 128): 612 region pixels = 39 m-tiles x (8 k-steps x 4 n-tiles) = 1248 MMAs; 156,672 bytes of x
+// (1.20x the tile's own input: the halo, read from L2).
 //
 // When it wins: small o with a long reduction (c x taps), where x is nearly all the traffic: it
 // reads each x element once per covering block (the region kernel's 16 x 16 regions re-read 31%
@@ -60,24 +66,33 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
   static_assert(kNTiles == 4 || kNTiles == 8, "4 or 8 n-tiles");
   extern __shared__ __align__(16) unsigned char small_o_taps_smem[];
   uint4* w_s = reinterpret_cast<uint4*>(small_o_taps_smem);  // (chunks, kNTiles, 32) B fragments
-  float* y_s = reinterpret_cast<float*>(small_o_taps_smem + t.weight_bytes);  // (region, y_stride)
+  float* y_s = reinterpret_cast<float*>(small_o_taps_smem + t.weight_bytes);  // (y_rows, y_stride)
+  // (y_rows): the current tile's region pixel offsets from its base, -1 for zero rows.
+  int* pixel_s = reinterpret_cast<int*>(small_o_taps_smem + t.weight_bytes + t.y_bytes);
   if (static_cast<int64_t>(blockIdx.x) >= t.tiles) return;  // uniform: never with plan's grid
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int64_t grid = gridDim.x;
   const int c = static_cast<int>(g.c), chunks = static_cast<int>(t.chunks);
-  const int m_tiles = static_cast<int>(t.m_tiles);
+  const int m_tiles = static_cast<int>(t.m_tiles), y_rows = m_tiles * kSmallOTapsMRows;
 
   // x of one warp step: (chunk of the group, row q / q + 8) 16-byte vectors, 32 registers.
   uint32_t a[kSmallOTapsGroupChunks][2][4];
-  // Element offsets of rows q and q + 8 of the step being loaded; -1: the row loads zeros.
-  int64_t src[2] = {-1, -1};
-  const auto locate = [&](const SmallOTapsTile& s, int m_tile) {
+  // The step being loaded: its tile's x base and rows q / q + 8's offsets from it (-1: zeros).
+  const T* x_tile = x;
+  int src[2] = {-1, -1};
+  // A tile's first step (prefetched before the tile's pixel table exists): offsets computed.
+  const auto locate_first = [&](const SmallOTapsTile& s, int m_tile) {
+    x_tile = x + small_o_taps_tile_base(g, s);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int64_t offset = 0;
-      const int r = m_tile * kSmallOTapsMRows + small_o_taps_a_row(lane, h);
-      src[h] = small_o_taps_pixel(g, t, s, r, offset) ? offset : -1;
+      src[h] = small_o_taps_region_offset(g, t, s,
+                                          m_tile * kSmallOTapsMRows + small_o_taps_a_row(lane, h));
+    }
+  };
+  const auto fill_pixels = [&](const SmallOTapsTile& s) {
+    for (int r = tid; r < y_rows; r += kSmallOTapsThreads) {
+      pixel_s[r] = small_o_taps_region_offset(g, t, s, r);
     }
   };
   const auto load = [&](int k, int group) {
@@ -85,7 +100,7 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (src[h] >= 0 && ch < c) v = ptx::ld_global_nc_na_v4(x + src[h] + ch);
+      if (src[h] >= 0 && ch < c) v = ptx::ld_global_nc_na_v4(x_tile + src[h] + ch);
       a[k][h][0] = v.x;
       a[k][h][1] = v.y;
       a[k][h][2] = v.z;
@@ -93,9 +108,11 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
     }
   };
 
-  // The first step's loads, then the B fragments (once per block) while they are in flight.
+  // The first step's loads, then the B fragments (once per block) and the first tile's pixel
+  // table while they are in flight.
+  SmallOTapsTile s = small_o_taps_tile(g, t, blockIdx.x);
   if (warp < m_tiles) {
-    locate(small_o_taps_tile(g, t, blockIdx.x), warp);
+    locate_first(s, warp);
 #pragma unroll
     for (int k = 0; k < kSmallOTapsGroupChunks; ++k) load(k, 0);
   }
@@ -114,12 +131,16 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
     }
     w_s[small_o_taps_b_unit(t, chunk, n_tile, l)] = v;
   }
+  fill_pixels(s);
   __syncthreads();
 
-  const int region = static_cast<int>(t.region()), n_cols = static_cast<int>(t.n_cols);
   const int groups = static_cast<int>(t.channel_groups);
+  const int outputs = static_cast<int>(t.tile_h * t.tile_w * g.o);
+  const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
+  const int o = static_cast<int>(g.o);
+  int step1 = 0, step2 = 0;
+  small_o_taps_y_steps(g, t, step1, step2);
   for (int64_t tile = blockIdx.x; tile < t.tiles; tile += grid) {
-    const SmallOTapsTile s = small_o_taps_tile(g, t, tile);
     for (int m_tile = warp; m_tile < m_tiles; m_tile += kSmallOTapsWarps) {
       float acc[kNTiles][4];
 #pragma unroll
@@ -132,7 +153,12 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
         // next tile is loaded after the last MMAs instead (below).
         const SmallOTapsStep next = small_o_taps_next_step(t, grid, warp, {tile, m_tile, group});
         const bool prefetch = next.tile == tile;  // warp-uniform
-        if (prefetch && next.group == 0) locate(s, next.m_tile);
+        if (prefetch && next.group == 0) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            src[h] = pixel_s[next.m_tile * kSmallOTapsMRows + small_o_taps_a_row(lane, h)];
+          }
+        }
 #pragma unroll
         for (int k = 0; k < kSmallOTapsGroupChunks; ++k) {
           const int chunk = group * kSmallOTapsGroupChunks + k;
@@ -154,34 +180,32 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
           if (prefetch) load(k, next.group);  // chunk k of the next step, into the freed registers
         }
       }
-      // Accumulator fragment: rows q, q + 8 of the m-tile, columns 2k, 2k + 1 of each n-tile.
+      // Accumulator fragment: rows q, q + 8 of the m-tile, columns 2k, 2k + 1 of each n-tile. Y
+      // has a row per m-tile row and a column per MMA column: no checks.
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = m_tile * kSmallOTapsMRows + small_o_taps_acc_row(lane, e);
-          const int n = j * 8 + small_o_taps_acc_col(lane, e);
-          if (r < region && n < n_cols) y_s[small_o_taps_y(t, r, n)] = acc[j][e];
+          y_s[small_o_taps_y(t, r, j * 8 + small_o_taps_acc_col(lane, e))] = acc[j][e];
         }
       }
     }
     // The first step of the block's next tile: in flight during the barriers and the shift-add.
-    if (warp < m_tiles && tile + grid < t.tiles) {
-      locate(small_o_taps_tile(g, t, tile + grid), warp);
+    const bool more = tile + grid < t.tiles;
+    const SmallOTapsTile s_next = more ? small_o_taps_tile(g, t, tile + grid) : s;
+    if (warp < m_tiles && more) {
+      locate_first(s_next, warp);
 #pragma unroll
       for (int k = 0; k < kSmallOTapsGroupChunks; ++k) load(k, 0);
     }
-    __syncthreads();  // Y complete
+    __syncthreads();  // Y complete; the pixel table is read no more for this tile
+    if (more) fill_pixels(s_next);
 
     // Shift-add: consecutive threads take consecutive (position, channel) outputs of a tile row.
     // Interior tiles (most of them) skip the per-tap padding checks; both loops sum the same
     // entries in the same order.
-    const int outputs = static_cast<int>(t.tile_h * t.tile_w * g.o);
-    const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
-    const int o = static_cast<int>(g.o);
     const bool interior = small_o_taps_interior(g, t, s);
-    int step1 = 0, step2 = 0;
-    small_o_taps_y_steps(g, t, step1, step2);
     for (int e = tid; e < outputs; e += kSmallOTapsThreads) {
       int ph = 0, pw = 0, oc = 0;
       if (!small_o_taps_output(g, t, s, e, ph, pw, oc)) continue;
@@ -204,7 +228,8 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
       if (g.has_bias) sum += to_float(bias[oc * g.bias_stride]);
       out[small_o_taps_out_offset(g, s, ph, pw, oc)] = from_float<TOut>(sum);
     }
-    __syncthreads();  // Y is rewritten for the next tile
+    s = s_next;
+    __syncthreads();  // Y is rewritten for the next tile, whose pixel table is complete
   }
 }
 
