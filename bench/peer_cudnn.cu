@@ -88,10 +88,11 @@ template <class Perf>
 const Perf& fastest(const Perf* results, int returned, const char* what, const ConvRow& row) {
   if (const char* verbose = std::getenv("GEMMKIT_BENCH_VERBOSE"); verbose && *verbose == '1') {
     for (int i = 0; i < returned; ++i)
-      std::fprintf(stderr, "\n  cudnn %s %s: algo %d math %d status %s %.4f ms %zu bytes", what,
+      std::fprintf(stderr, "\n  cudnn %s %s: algo %d math %d status %s %.4f ms %zu bytes%s", what,
                    row.name.c_str(), static_cast<int>(results[i].algo),
                    static_cast<int>(results[i].mathType), cudnnGetErrorString(results[i].status),
-                   static_cast<double>(results[i].time), results[i].memory);
+                   static_cast<double>(results[i].time), results[i].memory,
+                   results[i].determinism == CUDNN_DETERMINISTIC ? "" : " non-deterministic");
     std::fprintf(stderr, "\n");
   }
   for (int i = 0; i < returned; ++i)

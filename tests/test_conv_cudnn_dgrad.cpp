@@ -5,6 +5,7 @@
 // GPU and without cuDNN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -145,6 +146,51 @@ TEST(ConvCudnnDgrad, EmulatedBackwardDataEqualsConvGeneral) {
       if (std::fabs(got[e] - ref.value[e]) > 1e-9 * (1.0 + ref.scale[e])) ++bad;
     }
     EXPECT_EQ(bad, 0) << "of " << got.size() << " outputs";
+  }
+}
+
+// The packing kernel's tiled traversal (dgrad_tile, dgrad_packed_index, dgrad_source) writes
+// every packed element exactly once, from the element dgrad_weight_source (the proved mapping)
+// names: the suite cases, partial tiles with groups, and a strided weight.
+TEST(ConvCudnnDgrad, PackingTilesCoverTheMappingOnce) {
+  std::vector<DgradWeightIndex> indices;
+  for (const DgradCase& k : dgrad_cases()) {
+    Spec spec;
+    spec.x_shape = k.x_shape;
+    spec.w_shape = k.w_shape;
+    spec.params = k.params;
+    indices.push_back(dgrad_weight_index(make_problem(spec)));
+  }
+  DgradWeightIndex odd;  // groups 3 of 23 channels, 41 outputs per group, 2x3 taps
+  odd.cpg = 23;
+  odd.c = 3 * odd.cpg;
+  odd.opg = 41;
+  odd.taps = 6;
+  odd.spatial = 2;
+  odd.kernel[0] = 2;
+  odd.kernel[1] = 3;
+  odd.w_c_stride = 2;  // a strided weight: (o, 2, 3, cpg) with gaps
+  odd.w_tap_stride[1] = 2 * odd.cpg + 5;
+  odd.w_tap_stride[0] = 3 * odd.w_tap_stride[1] + 7;
+  odd.w_o_stride = 2 * odd.w_tap_stride[0] + 11;
+  indices.push_back(odd);
+  for (const DgradWeightIndex& x : indices) {
+    SCOPED_TRACE("c " + std::to_string(x.c) + " cpg " + std::to_string(x.cpg) + " opg " +
+                 std::to_string(x.opg) + " taps " + std::to_string(x.taps));
+    const int64_t count = x.c * x.taps * x.opg;
+    std::vector<int> written(static_cast<std::size_t>(count), 0);
+    for (int64_t t = 0; t < dgrad_tiles(x); ++t) {
+      const DgradTile d = dgrad_tile(x, t);
+      for (int64_t kk = d.kk0; kk < std::min(x.cpg, d.kk0 + kDgradTile); ++kk) {
+        for (int64_t cc = d.cc0; cc < std::min(x.opg, d.cc0 + kDgradTile); ++cc) {
+          const int64_t i = dgrad_packed_index(x, d, kk, cc);
+          ASSERT_TRUE(i >= 0 && i < count) << i;
+          ++written[static_cast<std::size_t>(i)];
+          ASSERT_EQ(dgrad_source(x, d, kk, cc), dgrad_weight_source(x, i)) << "packed " << i;
+        }
+      }
+    }
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(written[static_cast<std::size_t>(i)], 1) << i;
   }
 }
 

@@ -959,6 +959,52 @@ GEMMKIT_DGRAD_HD inline int64_t dgrad_weight_source(const DgradWeightIndex& x, i
   return (g * x.opg + cc) * x.w_o_stride + tap_offset + kk * x.w_c_stride;
 }
 
+// The packing kernel's tiling (conv_dgrad_weight.cuh): per (group, tap), a transpose of the
+// (cc < opg, kk < cpg) matrix in tiles of kDgradTile x kDgradTile, so that the reads (along kk,
+// w's channel dim) and the writes (along cc, W's fastest dim) are both coalesced.
+constexpr int kDgradTile = 32;
+
+struct DgradTile {
+  int64_t g = 0, tap = 0, cc0 = 0, kk0 = 0;
+  int64_t tap_offset = 0;  // w's offset of the tap (its multi-index along w's kernel dims)
+};
+
+GEMMKIT_DGRAD_HD inline int64_t dgrad_tiles(const DgradWeightIndex& x) {
+  const int64_t groups = x.c / x.cpg;
+  return groups * x.taps * ((x.opg + kDgradTile - 1) / kDgradTile) *
+         ((x.cpg + kDgradTile - 1) / kDgradTile);
+}
+
+// Tile `t` (< dgrad_tiles): kk tiles fastest, then cc tiles, taps, groups.
+GEMMKIT_DGRAD_HD inline DgradTile dgrad_tile(const DgradWeightIndex& x, int64_t t) {
+  const int64_t kk_tiles = (x.cpg + kDgradTile - 1) / kDgradTile;
+  const int64_t cc_tiles = (x.opg + kDgradTile - 1) / kDgradTile;
+  DgradTile d;
+  d.kk0 = (t % kk_tiles) * kDgradTile;
+  t /= kk_tiles;
+  d.cc0 = (t % cc_tiles) * kDgradTile;
+  t /= cc_tiles;
+  d.tap = t % x.taps;
+  d.g = t / x.taps;
+  int64_t rest = d.tap;
+  for (int s = x.spatial - 1; s >= 0; --s) {
+    d.tap_offset += (rest % x.kernel[s]) * x.w_tap_stride[s];
+    rest /= x.kernel[s];
+  }
+  return d;
+}
+
+// W's packed index and w's offset of element (kk, cc) of tile d (kk < cpg, cc < opg): the same
+// pair as dgrad_weight_source (the host test checks it).
+GEMMKIT_DGRAD_HD inline int64_t dgrad_packed_index(const DgradWeightIndex& x, const DgradTile& d,
+                                                   int64_t kk, int64_t cc) {
+  return ((d.g * x.cpg + kk) * x.taps + d.tap) * x.opg + cc;
+}
+GEMMKIT_DGRAD_HD inline int64_t dgrad_source(const DgradWeightIndex& x, const DgradTile& d,
+                                             int64_t kk, int64_t cc) {
+  return (d.g * x.opg + cc) * x.w_o_stride + d.tap_offset + kk * x.w_c_stride;
+}
+
 inline DgradWeightIndex dgrad_weight_index(const detail::ConvProblem& p) {
   DgradWeightIndex x;
   x.c = p.in_channels;

@@ -8,17 +8,16 @@ namespace gemmkit::cuda::conv_impl {
 
 void launch_conv_dgrad_weight(DType dtype, const DgradWeightIndex& index, const void* w,
                               void* packed, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  constexpr int64_t kMaxBlocks = 1024;  // grid-stride beyond: any count fits
-  const int64_t elements = index.taps * index.opg * index.c;
-  const auto blocks = static_cast<unsigned>(
-      std::max<int64_t>(1, std::min(kMaxBlocks, (elements + kThreads - 1) / kThreads)));
+  constexpr int64_t kMaxBlocks = 4096;  // grid-stride beyond: any count fits
+  const auto blocks =
+      static_cast<unsigned>(std::max<int64_t>(1, std::min(kMaxBlocks, dgrad_tiles(index))));
+  const dim3 block(kDgradTile, kDgradRows);
   if (dtype == DType::f32) {
-    conv_dgrad_weight_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(
-        index, elements, static_cast<const uint32_t*>(w), static_cast<uint32_t*>(packed));
+    conv_dgrad_weight_kernel<uint32_t><<<blocks, block, 0, stream>>>(
+        index, static_cast<const uint32_t*>(w), static_cast<uint32_t*>(packed));
   } else {
-    conv_dgrad_weight_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(
-        index, elements, static_cast<const uint16_t*>(w), static_cast<uint16_t*>(packed));
+    conv_dgrad_weight_kernel<uint16_t><<<blocks, block, 0, stream>>>(
+        index, static_cast<const uint16_t*>(w), static_cast<uint16_t*>(packed));
   }
 }
 
