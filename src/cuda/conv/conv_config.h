@@ -977,19 +977,24 @@ GEMMKIT_DGRAD_HD inline int64_t dgrad_tiles(const DgradWeightIndex& x) {
 
 // Tile `t` (< dgrad_tiles): kk tiles fastest, then cc tiles, taps, groups.
 GEMMKIT_DGRAD_HD inline DgradTile dgrad_tile(const DgradWeightIndex& x, int64_t t) {
+  // 32-bit divisions whenever the values fit (div_nonneg): a chain of 64-bit ones costs a
+  // block microseconds before its first load.
   const int64_t kk_tiles = (x.cpg + kDgradTile - 1) / kDgradTile;
   const int64_t cc_tiles = (x.opg + kDgradTile - 1) / kDgradTile;
   DgradTile d;
-  d.kk0 = (t % kk_tiles) * kDgradTile;
-  t /= kk_tiles;
-  d.cc0 = (t % cc_tiles) * kDgradTile;
-  t /= cc_tiles;
-  d.tap = t % x.taps;
-  d.g = t / x.taps;
+  int64_t q = div_nonneg(t, kk_tiles);
+  d.kk0 = (t - q * kk_tiles) * kDgradTile;
+  t = q;
+  q = div_nonneg(t, cc_tiles);
+  d.cc0 = (t - q * cc_tiles) * kDgradTile;
+  t = q;
+  d.g = div_nonneg(t, x.taps);
+  d.tap = t - d.g * x.taps;
   int64_t rest = d.tap;
   for (int s = x.spatial - 1; s >= 0; --s) {
-    d.tap_offset += (rest % x.kernel[s]) * x.w_tap_stride[s];
-    rest /= x.kernel[s];
+    q = div_nonneg(rest, x.kernel[s]);
+    d.tap_offset += (rest - q * x.kernel[s]) * x.w_tap_stride[s];
+    rest = q;
   }
   return d;
 }
