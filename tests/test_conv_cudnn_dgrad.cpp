@@ -122,17 +122,31 @@ std::vector<DgradCase> dgrad_cases() {
   return cases;
 }
 
+// The f32 problem of case k.
+ConvProblem problem_of(const DgradCase& k) {
+  Spec spec;
+  spec.x_shape = k.x_shape;
+  spec.w_shape = k.w_shape;
+  spec.params = k.params;
+  spec.dtype = DType::f32;
+  spec.out_dtype = DType::f32;
+  return make_problem(spec);
+}
+
+// Outputs of the emulation that differ from conv_general's double reference.
+int64_t mismatches(const std::vector<double>& got, const gemmkit_test::Reference& ref) {
+  int64_t bad = 0;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    if (std::fabs(got[e] - ref.value[e]) > 1e-9 * (1.0 + ref.scale[e])) ++bad;
+  }
+  return bad;
+}
+
 TEST(ConvCudnnDgrad, EmulatedBackwardDataEqualsConvGeneral) {
   uint64_t seed = 500;
   for (const DgradCase& k : dgrad_cases()) {
     SCOPED_TRACE(k.name);
-    Spec spec;
-    spec.x_shape = k.x_shape;
-    spec.w_shape = k.w_shape;
-    spec.params = k.params;
-    spec.dtype = DType::f32;
-    spec.out_dtype = DType::f32;
-    const ConvProblem p = make_problem(spec);
+    const ConvProblem p = problem_of(k);
     CudnnDgradForm form;
     ASSERT_EQ(cudnn_dgrad_form(p, form), "");
     EXPECT_EQ(form.cross_correlation, k.params.flip);
@@ -141,11 +155,7 @@ TEST(ConvCudnnDgrad, EmulatedBackwardDataEqualsConvGeneral) {
     const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, k.params);
     const std::vector<double> got = emulate_dgrad(p, form, x, w);
     ASSERT_EQ(got.size(), ref.value.size());
-    int64_t bad = 0;
-    for (std::size_t e = 0; e < got.size(); ++e) {
-      if (std::fabs(got[e] - ref.value[e]) > 1e-9 * (1.0 + ref.scale[e])) ++bad;
-    }
-    EXPECT_EQ(bad, 0) << "of " << got.size() << " outputs";
+    EXPECT_EQ(mismatches(got, ref), 0) << "of " << got.size() << " outputs";
   }
 }
 
@@ -154,13 +164,7 @@ TEST(ConvCudnnDgrad, EmulatedBackwardDataEqualsConvGeneral) {
 // names: the suite cases, partial tiles with groups, and a strided weight.
 TEST(ConvCudnnDgrad, PackingTilesCoverTheMappingOnce) {
   std::vector<DgradWeightIndex> indices;
-  for (const DgradCase& k : dgrad_cases()) {
-    Spec spec;
-    spec.x_shape = k.x_shape;
-    spec.w_shape = k.w_shape;
-    spec.params = k.params;
-    indices.push_back(dgrad_weight_index(make_problem(spec)));
-  }
+  for (const DgradCase& k : dgrad_cases()) indices.push_back(dgrad_weight_index(problem_of(k)));
   DgradWeightIndex odd;  // groups 3 of 23 channels, 41 outputs per group, 2x3 taps
   odd.cpg = 23;
   odd.c = 3 * odd.cpg;
@@ -197,25 +201,14 @@ TEST(ConvCudnnDgrad, PackingTilesCoverTheMappingOnce) {
 TEST(ConvCudnnDgrad, TheModelCatchesAWrongPadding) {
   // The emulation with P_lo off by one disagrees with conv_general: the test can fail.
   const DgradCase k = dgrad_cases()[0];
-  Spec spec;
-  spec.x_shape = k.x_shape;
-  spec.w_shape = k.w_shape;
-  spec.params = k.params;
-  spec.dtype = DType::f32;
-  spec.out_dtype = DType::f32;
-  const ConvProblem p = make_problem(spec);
+  const ConvProblem p = problem_of(k);
   CudnnDgradForm form;
   ASSERT_EQ(cudnn_dgrad_form(p, form), "");
   form.pad_lo[0] += 1;
   const HostTensor x = gemmkit_test::random_tensor(DType::f32, k.x_shape, 11);
   const HostTensor w = gemmkit_test::random_tensor(DType::f32, k.w_shape, 12);
   const gemmkit_test::Reference ref = gemmkit_test::reference_conv(x, w, nullptr, k.params);
-  const std::vector<double> got = emulate_dgrad(p, form, x, w);
-  int64_t bad = 0;
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    if (std::fabs(got[e] - ref.value[e]) > 1e-9 * (1.0 + ref.scale[e])) ++bad;
-  }
-  EXPECT_GT(bad, 0);
+  EXPECT_GT(mismatches(emulate_dgrad(p, form, x, w), ref), 0);
 }
 
 TEST(ConvCudnnDgrad, FormOfTheSuiteRowAndWhatHasNone) {

@@ -189,20 +189,27 @@ struct CudnnProblem {
   bool f32_inputs = false;
 };
 
+// Strides of a packed row-major tensor of `shape` (the last dim fastest).
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
 CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
   CudnnProblem q;
   const bool unit = p.spatial == 1;
   q.x = channels_second(p.x.shape, p.x.strides, p.x.rank, unit, p.x.dtype, p.x.data);
   if (c.cudnn_dgrad) {
     // The packed filter (c, kernel..., o / groups), cc fastest: cuDNN's (K, C/g, spatial...).
-    std::vector<int64_t> shape{p.in_channels}, strides(static_cast<std::size_t>(p.spatial + 2));
+    std::vector<int64_t> shape{p.in_channels};
     for (int d = 0; d < p.spatial; ++d) shape.push_back(p.kernel_size[d]);
     shape.push_back(p.out_channels_per_group);
-    int64_t stride = 1;
-    for (int i = p.spatial + 1; i >= 0; --i) {
-      strides[static_cast<std::size_t>(i)] = stride;
-      stride *= shape[static_cast<std::size_t>(i)];
-    }
+    const std::vector<int64_t> strides = row_major_strides(shape);
     q.w =
         channels_second(shape.data(), strides.data(), p.spatial + 2, unit, p.weight.dtype, nullptr);
     q.w.alignment = kMaxTensorAlignment;  // at a kWorkspaceAlign offset of the workspace
@@ -212,14 +219,10 @@ CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
   }
   if (c.bias == BiasMode::scratch) {
     // The f32 scratch [positions][o], at the (256-byte aligned) start of the workspace.
-    std::vector<int64_t> shape{p.batch}, strides(static_cast<std::size_t>(p.spatial + 2));
+    std::vector<int64_t> shape{p.batch};
     for (int d = 0; d < p.spatial; ++d) shape.push_back(p.out_size[d]);
     shape.push_back(p.out_channels);
-    int64_t stride = 1;
-    for (int i = p.spatial + 1; i >= 0; --i) {
-      strides[static_cast<std::size_t>(i)] = stride;
-      stride *= shape[static_cast<std::size_t>(i)];
-    }
+    const std::vector<int64_t> strides = row_major_strides(shape);
     q.y = channels_second(shape.data(), strides.data(), p.spatial + 2, unit, DType::f32, nullptr);
     q.y.alignment = kMaxTensorAlignment;
   } else {
@@ -303,24 +306,32 @@ std::shared_ptr<Graph> make_graph(cudnnHandle_t handle, const CudnnProblem& q) {
   conv.finalize();
   g->parts.push_back(std::move(conv));
 
+  // The operation's attributes: gemmkit's x is dy of a backward-data, out is its dx.
+  struct OperationAttributes {
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  };
+  constexpr OperationAttributes kForward{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+  constexpr OperationAttributes kBackwardData{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+  const OperationAttributes& names = q.dgrad ? kBackwardData : kForward;
   const float alpha = 1.0f, beta = 0.0f;
   Descriptor op(q.dgrad ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
                         : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-  if (q.dgrad) {  // gemmkit's x is dy, out is dx
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, g->parts[0]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, g->parts[1]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, g->parts[2]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, g->parts[3]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, &beta);
-  } else {
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g->parts[0]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g->parts[1]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g->parts[2]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, g->parts[3]);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta);
-  }
+  op.set(names.x, g->parts[0]);
+  op.set(names.w, g->parts[1]);
+  op.set(names.y, g->parts[2]);
+  op.set(names.conv, g->parts[3]);
+  op.set(names.alpha, CUDNN_TYPE_FLOAT, &alpha);
+  op.set(names.beta, CUDNN_TYPE_FLOAT, &beta);
   op.finalize();
   g->parts.push_back(std::move(op));
 
