@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -25,22 +26,35 @@ inline void* fake(uintptr_t address) {
   return reinterpret_cast<void*>(address);
 }
 
+// The problem src/api builds for these tensors: its geometry (detail::conv_geometry), then the
+// tensors themselves (no validation).
+inline gemmkit::detail::ConvProblem conv_problem(const gemmkit::Tensor& x, const gemmkit::Tensor& w,
+                                                 const std::optional<gemmkit::Tensor>& bias,
+                                                 const gemmkit::Tensor& out,
+                                                 const gemmkit::ConvParams& params) {
+  gemmkit::detail::ConvProblem p =
+      gemmkit::detail::conv_geometry("test", x.sizes(), w.sizes(), params);
+  p.x = x;
+  p.weight = w;
+  p.has_bias = bias.has_value();
+  if (bias) p.bias = *bias;
+  p.out = out;
+  return p;
+}
+
 // The problem of `s` on the given addresses (only aligned, never read).
 inline gemmkit::detail::ConvProblem make_problem(const Spec& s, void* x = fake(0x10000000),
                                                  void* w = fake(0x20000000),
                                                  void* bias = fake(0x30000000),
                                                  void* out = fake(0x40000000)) {
-  gemmkit::detail::ConvProblem p =
-      gemmkit::detail::conv_geometry("test", s.x_shape, s.w_shape, s.params);
   const std::vector<int64_t> out_shape = gemmkit::conv_output_shape(s.x_shape, s.w_shape, s.params);
   using gemmkit::Tensor;
   const gemmkit::Device gpu = gemmkit::Device::cuda(0);
-  p.x = Tensor::contiguous(x, s.dtype, gpu, s.x_shape);
-  p.weight = Tensor::contiguous(w, s.dtype, gpu, s.w_shape);
-  p.has_bias = s.bias;
-  if (s.bias) p.bias = Tensor::contiguous(bias, s.dtype, gpu, {p.out_channels});
-  p.out = Tensor::contiguous(out, s.out_dtype, gpu, out_shape);
-  return p;
+  std::optional<Tensor> b;
+  if (s.bias) b = Tensor::contiguous(bias, s.dtype, gpu, {s.w_shape[0]});
+  return conv_problem(Tensor::contiguous(x, s.dtype, gpu, s.x_shape),
+                      Tensor::contiguous(w, s.dtype, gpu, s.w_shape), b,
+                      Tensor::contiguous(out, s.out_dtype, gpu, out_shape), s.params);
 }
 
 // A depthwise problem: x (n, spatial..., c), a kernel of `kernel` per spatial dim, channel

@@ -670,19 +670,16 @@ struct EmulatedCase {
 // when its element offset is a multiple of 8).
 ConvProblem problem_for(const Spec& s, const HostTensor& x, const HostTensor& w,
                         const HostTensor* bias, const HostTensor& out) {
-  ConvProblem p = detail::conv_geometry("test", s.x_shape, s.w_shape, s.params);
   const Device gpu = Device::cuda(0);
-  const auto at = [](uintptr_t base, const HostTensor& h) {
-    return gemmkit_test::fake(base +
-                              static_cast<uintptr_t>(h.offset) * gemmkit_test::esize(h.dtype));
+  const auto at = [&](uintptr_t base, const HostTensor& h) {
+    return Tensor::strided(
+        gemmkit_test::fake(base + static_cast<uintptr_t>(h.offset) * gemmkit_test::esize(h.dtype)),
+        h.dtype, gpu, h.shape, h.strides);
   };
-  p.x = Tensor::strided(at(0x10000000, x), x.dtype, gpu, x.shape, x.strides);
-  p.weight = Tensor::strided(at(0x20000000, w), w.dtype, gpu, w.shape, w.strides);
-  p.has_bias = bias != nullptr;
-  if (bias)
-    p.bias = Tensor::strided(at(0x30000000, *bias), bias->dtype, gpu, bias->shape, bias->strides);
-  p.out = Tensor::strided(at(0x40000000, out), out.dtype, gpu, out.shape, out.strides);
-  return p;
+  std::optional<Tensor> b;
+  if (bias) b = at(0x30000000, *bias);
+  return gemmkit_test::conv_problem(at(0x10000000, x), at(0x20000000, w), b, at(0x40000000, out),
+                                    s.params);
 }
 
 void run_emulated(const EmulatedCase& k, const DeviceDescription& dev, uint64_t seed) {

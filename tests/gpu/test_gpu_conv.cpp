@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_problem_spec.h"
 #include "gpu/conv_test_util.h"
 #include "gpu/gpu_test_util.h"
 #include "reference_double.h"
@@ -637,12 +638,10 @@ TEST(GpuConv, SmallOTapsKernelBitsAndGrids) {
       const std::string what = label(c, d, "direct launches");
       SCOPED_TRACE(what);
       PreparedConv prepared(c, d, seed += 10);
-      detail::ConvProblem p = detail::conv_geometry("test", c.x_shape, c.w_shape, c.params);
-      p.x = prepared.dx.view;
-      p.weight = prepared.dw.view;
-      p.has_bias = c.bias;
-      if (c.bias) p.bias = prepared.db.view;
-      p.out = prepared.dout.view;
+      const detail::ConvProblem p = gemmkit_test::conv_problem(
+          prepared.dx.view, prepared.dw.view,
+          c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt, prepared.dout.view,
+          c.params);
       const ConvConfig taps =
           select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "taps"));
       const ConvConfig mma =

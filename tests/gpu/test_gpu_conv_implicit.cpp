@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_problem_spec.h"
 #include "gpu/conv_test_util.h"
 #include "gpu/gpu_test_util.h"
 #include "reference_double.h"
@@ -33,6 +34,7 @@ namespace {
 
 using cuda::conv_impl::ImplicitGemmPlan;
 using gemmkit_test::any_order;
+using gemmkit_test::conv_problem;
 using gemmkit_test::DeviceTensor;
 using gemmkit_test::DtypePair;
 using gemmkit_test::expect_close_to_cpu;
@@ -42,18 +44,6 @@ using gemmkit_test::PreparedConv;
 using gemmkit_test::to_device;
 
 const Device kGpu = Device::cuda(0);
-
-// The ConvProblem src/api would build for these tensors (its geometry, then the tensors).
-detail::ConvProblem make_problem(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
-                                 const Tensor& out, const ConvParams& params) {
-  detail::ConvProblem p = detail::conv_geometry("test", x.sizes(), w.sizes(), params);
-  p.x = x;
-  p.weight = w;
-  p.has_bias = b.has_value();
-  if (b) p.bias = *b;
-  p.out = out;
-  return p;
-}
 
 // Plans (the problem must be eligible), launches on the legacy stream, waits.
 ImplicitGemmPlan plan_or_fail(const detail::ConvProblem& p) {
@@ -191,7 +181,7 @@ void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
   const std::string what = c.name + " [" + dtype_name(d.x) + " -> " + dtype_name(d.out) + "]";
   SCOPED_TRACE(what);
   PreparedConv prepared(c, d, seed);
-  const detail::ConvProblem p = make_problem(prepared.dx.view, prepared.dw.view,
+  const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
                                              prepared.device_bias, prepared.dout.view, c.params);
   const ImplicitGemmPlan plan = plan_or_fail(p);
   if (::testing::Test::HasFailure()) return;
@@ -234,7 +224,7 @@ TEST(GpuConvImplicit, RunToRunBitwise) {
     const std::vector<int64_t> out_shape = conv_output_shape(x_shape, w_shape, params);
     const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
     DeviceTensor dout = to_device(gemmkit_test::make_tensor(DType::bf16, out_shape));
-    const detail::ConvProblem p = make_problem(dx.view, dw.view, db.view, dout.view, params);
+    const detail::ConvProblem p = conv_problem(dx.view, dw.view, db.view, dout.view, params);
     const ImplicitGemmPlan plan = plan_or_fail(p);
     std::vector<uint8_t> first;
     for (int run = 0; run < 3; ++run) {
@@ -275,7 +265,7 @@ TEST(GpuConvImplicit, VaeShapeSampledAgainstDouble) {
     Buffer ob(static_cast<std::size_t>(h * wd * o) * es, kGpu);
     ob.fill_bytes(0xFF);
     const Tensor out = Tensor::contiguous(ob.data(), out_dtype, kGpu, out_shape);
-    const detail::ConvProblem p = make_problem(x, w, b, out, params);
+    const detail::ConvProblem p = conv_problem(x, w, b, out, params);
     const ImplicitGemmPlan plan = plan_or_fail(p);
     launch_and_wait(p, plan);
     const std::vector<uint8_t> result = testing::download(ob);
@@ -352,7 +342,7 @@ TEST(GpuConvImplicit, DISABLED_ImplicitTimingOfVaeRows) {
     Buffer bb = testing::upload(testing::random_host(DType::bf16, r.o, 1.0f, 3), kGpu);
     Buffer ob(static_cast<std::size_t>(r.size * r.size * r.o) * 2, kGpu);
     const detail::ConvProblem p =
-        make_problem(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
+        conv_problem(Tensor::contiguous(xb.data(), DType::bf16, kGpu, x_shape),
                      Tensor::contiguous(wb.data(), DType::bf16, kGpu, w_shape),
                      Tensor::contiguous(bb.data(), DType::bf16, kGpu, {r.o}),
                      Tensor::contiguous(ob.data(), DType::bf16, kGpu, out_shape), params);
