@@ -475,7 +475,7 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   // tiles, odd sizes, c not a multiple of a warp's 64 channels, 1-row thread tiles (these small
   // problems) and 2-row ones (the two big ones: >= 512 thread tiles per SM), bias, n > 1.
   depthwise("dw blocked 7x7 c96 (ConvNeXt, 1-row tiles)", {2, 30, 33, 96}, 7, 1, 3, 3, true);
-  depthwise("dw blocked 7x7 c128 2-row tiles", {2, 96, 96, 128}, 7, 1, 3, 3, true);
+  depthwise("dw blocked 7x7 c128 2-row tiles", {4, 96, 96, 128}, 7, 1, 3, 3, true);
   depthwise("dw blocked 3x3 c256 2-row tiles", {4, 64, 64, 256}, 3, 1, 1, 1, false);
   depthwise("dw blocked 3x3 c144 (MobileNet)", {2, 28, 29, 144}, 3, 1, 1, 1, true);
   depthwise("dw blocked 3x3 stride 2 c40 odd sizes", {2, 17, 23, 40}, 3, 2, 1, 1, true);

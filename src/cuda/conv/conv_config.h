@@ -644,11 +644,22 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
   };
   t.th = kDepthwiseBlockedRows;
   std::string why_rows = "2-row thread tiles";
-  if (thread_tiles(t.th) < kDepthwiseBlockedMinThreadsPerSm * dev.multiprocessors) {
+  // Rounds of resident threads (kDepthwiseBlockedMinThreadsPerSm per SM: the registers of the
+  // launch bounds) each tiling takes; a 1-row round costs ~0.6 of a 2-row one (half the outputs
+  // at 1.2x the instructions per FMA). EXPERIMENT: 1-row tiles when they finish sooner.
+  const int64_t resident = kDepthwiseBlockedMinThreadsPerSm * dev.multiprocessors;
+  const int64_t rounds2 = ceil_div(thread_tiles(kDepthwiseBlockedRows), resident);
+  const int64_t rounds1 = ceil_div(thread_tiles(1), resident);
+  if (thread_tiles(t.th) < resident) {
     t.th = 1;
     why_rows = "1-row thread tiles (2-row ones would give " +
                std::to_string(thread_tiles(kDepthwiseBlockedRows) / dev.multiprocessors) + " < " +
                std::to_string(kDepthwiseBlockedMinThreadsPerSm) + " threads per SM)";
+  } else if (rounds1 * 6 * 100 < rounds2 * 10 * 95) {
+    t.th = 1;
+    why_rows = "1-row thread tiles (" + std::to_string(rounds1) +
+               " rounds of resident threads against " + std::to_string(rounds2) +
+               " of 2-row ones at ~1.7x the cost)";
   }
   const int64_t tile_rows = ceil_div(g.out[1], t.th);
   const int64_t useful = tile_rows * t.runs_per_row;
