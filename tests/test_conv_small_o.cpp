@@ -512,6 +512,7 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
   std::vector<char> row_real(static_cast<std::size_t>(y_rows));
   std::vector<int> out_writes(static_cast<std::size_t>(out.storage_elems()), 0);
   int64_t tiles_done = 0;
+  int64_t prefetches = 0;  // lanes that considered a prefetch (the schedule must issue some)
   for (int64_t block = 0; block < grid; ++block) {
     for (int warp = 0; warp < kSmallOTapsWarps; ++warp) {
       if (warp >= t.m_tiles) continue;
@@ -545,6 +546,21 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
                 small_o_taps_next_step(t, grid, warp, {tile, m_tile, group});
             const bool prefetch = next.tile == tile;
             if (prefetch && next.group == 0) locate(ws, tile, next.m_tile, false);
+            if (prefetch) {  // the L2 prefetch of the step two ahead: real pixels of x only
+              const SmallOTapsStep ahead = small_o_taps_next_step(t, grid, warp, next);
+              if (ahead.tile == tile) {
+                ASSERT_EQ(pixels_tile, tile);
+                const int64_t base = small_o_taps_tile_base(g, s);
+                for (int lane = 0; lane < 32; ++lane) {
+                  const int r = small_o_taps_prefetch_row(ahead.m_tile, lane);
+                  ASSERT_LT(r, y_rows);
+                  const int rel = pixels[static_cast<std::size_t>(r)];
+                  const int ch = small_o_taps_prefetch_channel(ahead.group, lane);
+                  if (rel >= 0 && ch < g.c) bits_at(x, x_ok, base + rel + ch);
+                  ++prefetches;
+                }
+              }
+            }
             for (int k = 0; k < kSmallOTapsGroupChunks; ++k) {
               const int chunk = group * kSmallOTapsGroupChunks + k;
               if (chunk < t.chunks) {
@@ -654,6 +670,9 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
     }
   }
   EXPECT_EQ(tiles_done, t.tiles);
+  if (t.m_tiles > 2 * kSmallOTapsWarps) {
+    EXPECT_GT(prefetches, 0);
+  }
   for (std::size_t i = 0; i < out_writes.size(); ++i) {
     ASSERT_EQ(out_writes[i], out_ok[i] ? 1 : 0) << "output storage element " << i;
   }

@@ -146,6 +146,12 @@ __device__ __forceinline__ uint4 ld_global_nc_na_v4(const void* p) {
   return v;
 }
 
+// Asks L2 for the 128-byte line holding p: no register, nothing to wait for; a hint that a later
+// load finds the line in L2 instead of DRAM.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // ---- Tensor-core MMA ----------------------------------------------------------------------------
 // d += a * b for one mma.sync m16n8k16 with fp32 accumulators; T (__nv_bfloat16 or __half) is the
 // type of the pairs the A fragment (a) and B fragment (b0, b1) registers hold.

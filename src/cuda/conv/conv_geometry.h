@@ -707,6 +707,18 @@ GEMMKIT_CONV_HD bool small_o_taps_weight(const ConvGeometry& g, int n, int ch0, 
   return true;
 }
 
+// The L2 prefetch of the warp's step two ahead (when it is in the same tile, whose pixel table
+// is at hand): lane `lane` asks for the 128-byte line at channel small_o_taps_prefetch_channel of
+// region pixel small_o_taps_prefetch_row (16 pixels x the group's 128 channels = 32 lines of
+// 16-bit x, one per lane), when the pixel is real and the channel < c.
+constexpr int kSmallOTapsLineElems = 64;  // 16-bit elements per 128-byte line
+GEMMKIT_CONV_HD int small_o_taps_prefetch_row(int m_tile, int lane) {
+  return m_tile * kSmallOTapsMRows + (lane >> 1);
+}
+GEMMKIT_CONV_HD int small_o_taps_prefetch_channel(int group, int lane) {
+  return group * kSmallOTapsGroupChunks * kSmallOTapsChunk + (lane & 1) * kSmallOTapsLineElems;
+}
+
 // MMA fragments (PTX mma.m16n8k16 .row.col, 16-bit A and B, fp32 D). Lane (q = lane / 4,
 // k = lane % 4) holds, two 16-bit elements per register (the lower index in the low half):
 //   A: reg 0 (row q, k-slots 2k, 2k+1), 1 (row q+8, 2k, 2k+1), 2 (row q, 2k+8, 2k+9),
