@@ -594,7 +594,8 @@ inline std::string why_not_depthwise_blocked(const detail::ConvProblem& p, const
 constexpr int64_t kDepthwiseBlockedMinThreadsPerSm = 512;
 
 // Plans the blocked variant (vector `v` chosen by the caller). Thread tile th x tw (th: 2 rows, or
-// 1 when 2-row tiles would leave fewer than kDepthwiseBlockedMinThreadsPerSm threads per SM).
+// 1 when 2-row tiles would leave fewer than kDepthwiseBlockedMinThreadsPerSm threads per SM or
+// 1-row ones finish in fewer cost-weighted rounds of resident threads).
 // Channel tiles: k tiles of cvt = ceil(channel_vectors / k) vectors, cvt <= kDepthwiseBlockedMaxCvt
 // and its staged weights within 48 KiB; of the k from the fewest tiles up, the widest cvt whose
 // lane use (channel padding x the block's last warp) is within 3% of the best, so a block of
@@ -646,7 +647,8 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
   std::string why_rows = "2-row thread tiles";
   // Rounds of resident threads (kDepthwiseBlockedMinThreadsPerSm per SM: the registers of the
   // launch bounds) each tiling takes; a 1-row round costs ~0.6 of a 2-row one (half the outputs
-  // at 1.2x the instructions per FMA). EXPERIMENT: 1-row tiles when they finish sooner.
+  // at 1.2x the instructions per FMA): 1-row tiles when they finish sooner by more than 5%.
+  constexpr int64_t kOneRowRoundPercent = 60, kMarginPercent = 95;
   const int64_t resident = kDepthwiseBlockedMinThreadsPerSm * dev.multiprocessors;
   const int64_t rounds2 = ceil_div(thread_tiles(kDepthwiseBlockedRows), resident);
   const int64_t rounds1 = ceil_div(thread_tiles(1), resident);
@@ -655,7 +657,7 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
     why_rows = "1-row thread tiles (2-row ones would give " +
                std::to_string(thread_tiles(kDepthwiseBlockedRows) / dev.multiprocessors) + " < " +
                std::to_string(kDepthwiseBlockedMinThreadsPerSm) + " threads per SM)";
-  } else if (rounds1 * 6 * 100 < rounds2 * 10 * 95) {
+  } else if (rounds1 * kOneRowRoundPercent < rounds2 * kMarginPercent) {
     t.th = 1;
     why_rows = "1-row thread tiles (" + std::to_string(rounds1) +
                " rounds of resident threads against " + std::to_string(rounds2) +

@@ -41,10 +41,9 @@
 // shift-add; the first step of a tile computes its own), and stores its accumulators to Y without
 // checks (Y has a row per m-tile row and a column per MMA column; the shift-add reads real pixels'
 // entries only). B fragments come from shared memory (staged once per block, conflict-free 16-byte
-// reads); 2 blocks of 8 warps per SM
-// (__launch_bounds__(256, 2), <= 128 registers, no spills). Per 16 x 32 output tile of conv_out (c
-// = 128): 612 region pixels = 39 m-tiles x (8 k-steps x 4 n-tiles) = 1248 MMAs; 156,672 bytes of x
-// (1.20x the tile's own input: the halo, read from L2).
+// reads); 2 blocks of 8 warps per SM (__launch_bounds__(256, 2), <= 128 registers, no spills).
+// Per 16 x 32 output tile of conv_out (c = 128): 612 region pixels = 39 m-tiles x (8 k-steps x
+// 4 n-tiles) = 1248 MMAs; 156,672 bytes of x (1.20x the tile's own input: the halo, read from L2).
 //
 // When it wins: small o with a long reduction (c x taps), where x is nearly all the traffic: it
 // reads each x element once per covering block (the region kernel's 16 x 16 regions re-read 31%
