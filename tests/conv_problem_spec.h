@@ -34,11 +34,7 @@ inline gemmkit::detail::ConvProblem conv_problem(const gemmkit::Tensor& x, const
                                                  const gemmkit::ConvParams& params) {
   gemmkit::detail::ConvProblem p =
       gemmkit::detail::conv_geometry("test", x.sizes(), w.sizes(), params);
-  p.x = x;
-  p.weight = w;
-  p.has_bias = bias.has_value();
-  if (bias) p.bias = *bias;
-  p.out = out;
+  p.set_tensors(x, w, bias, out);
   return p;
 }
 

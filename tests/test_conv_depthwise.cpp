@@ -40,8 +40,6 @@ ConvRequest request(const std::string& algo = "auto") {
   return resolve_request(algo, "", kDefaultWorkspaceBytes, "");
 }
 
-constexpr int64_t kInt32Max = (int64_t{1} << 31) - 1;
-
 // Emulates conv_depthwise_blocked_kernel (see the file comment).
 void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200) {
   const ConvConfig c = select_conv_config(p, dev, request("depthwise"));
@@ -90,7 +88,7 @@ void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200)
         int64_t expected = 0;
         for (int k = 0; k < kDims; ++k) expected += weight_tap(g, k, d.d[k]) * g.w_stride[1 + k];
         EXPECT_EQ(linear, expected);
-        EXPECT_LE(lc * g.w_stride[0] + linear, kInt32Max);
+        EXPECT_LE(lc * g.w_stride[0] + linear, kMaxInt32);
         lc += step_lc;
         tap += step_tap;
         if (tap >= taps) {
@@ -150,7 +148,7 @@ void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200)
               if (ih < 0 || ih >= g.in[1]) continue;
               // The row's 32-bit offset (q0 may be negative on edge tiles).
               const int64_t row_offset = ih * g.x_stride[2] + q0 * g.x_stride[3];
-              ASSERT_LE(std::max(row_offset, -row_offset), kInt32Max);
+              ASSERT_LE(std::max(row_offset, -row_offset), kMaxInt32);
               for (int64_t r = 0; r < th; ++r) {
                 const int64_t kr = ir - r * sh;
                 if (kr < 0 || kr >= kh) continue;
@@ -162,7 +160,7 @@ void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200)
                     const int64_t channel = kv == 2 ? ci + v : ci;
                     ASSERT_EQ(channel, (oc0 + v) / g.opg);
                     ASSERT_LT(channel, g.c);
-                    ASSERT_LE(ih * g.x_stride[2] + q * g.x_stride[3] + channel, kInt32Max);
+                    ASSERT_LE(ih * g.x_stride[2] + q * g.x_stride[3] + channel, kMaxInt32);
                   }
                   for (int64_t j = 0; j < tw; ++j) {
                     const int64_t t2 = u - j * ks;
@@ -191,7 +189,7 @@ void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200)
               ASSERT_LT(item.ow0 + j, g.out[2]);
               const int64_t offset =
                   (item.d1 + r) * g.out_stride[2] + (item.ow0 + j) * g.out_stride[3] + oc0 + kv - 1;
-              ASSERT_LE(offset, kInt32Max);
+              ASSERT_LE(offset, kMaxInt32);
               for (int64_t v = 0; v < kv; ++v) {
                 ++writes[static_cast<std::size_t>(
                     out_index(item.n, item.d0, item.d1 + r, item.ow0 + j, oc0 + v))];

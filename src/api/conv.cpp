@@ -91,11 +91,7 @@ detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
   detail::check_disjoint(kOp, "out", out, "x", x);
   detail::check_disjoint(kOp, "out", out, "weight", weight);
   if (bias) detail::check_disjoint(kOp, "out", out, "bias", *bias);
-  p.x = x;
-  p.weight = weight;
-  p.has_bias = bias.has_value();
-  if (bias) p.bias = *bias;
-  p.out = out;
+  p.set_tensors(x, weight, bias, out);
   return p;
 }
 

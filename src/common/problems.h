@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "gemmkit/gemmkit.h"
 
@@ -44,6 +45,16 @@ struct ConvProblem {
   bool has_bias = false;
   Tensor bias;  // (o)
   Tensor out;   // (n, out_size..., o), non-overlapping
+
+  // The operands, after conv_geometry filled every other field.
+  void set_tensors(const Tensor& x_in, const Tensor& weight_in, const std::optional<Tensor>& b,
+                   const Tensor& out_in) {
+    x = x_in;
+    weight = weight_in;
+    has_bias = b.has_value();
+    if (b) bias = *b;
+    out = out_in;
+  }
 
   int64_t out_positions() const {  // n * prod(out_size); fits int64 (checked at validation)
     int64_t p = batch;

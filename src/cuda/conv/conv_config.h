@@ -332,26 +332,34 @@ inline int64_t small_o_weight_bytes(const detail::ConvProblem& p) {
   return p.out_channels * p.kernel_positions() * p.in_channels * elem_size(p.x.dtype);
 }
 
-// Whether the tensor-core small-o kernel serves p: 16-bit x read as 8-channel (16-byte) vectors
-// (what vector_width_for allows) and a geometry plan_small_o_mma accepts; fills its tiling.
-inline bool small_o_mma_fits(const detail::ConvProblem& p, SmallOTiling& t) {
-  return p.x.dtype != DType::f32 && channel_stride(p.x) == 1 && p.in_channels % 8 == 0 &&
-         pointer_alignment(p.x.data) >= 16 && outer_strides_multiple_of(p.x, 8) &&
-         plan_small_o_mma(normalize(p), kMaxKernelSmem, t).empty();
-}
-
-// Whether the taps kernel serves p (o and groups checked by why_not_small_o): "" and its tiling,
-// else why not. Needs 16-bit x with unit channel stride, c % 8 == 0, a 16-byte aligned x whose
-// other strides are multiples of 8 elements (16-byte loads of 8 channels at every pixel), and a
-// geometry plan_small_o_taps accepts; out, weight and bias may have any strides.
-inline std::string why_not_small_o_taps(const detail::ConvProblem& p, const DeviceDescription& dev,
-                                        SmallOTapsTiling& t) {
-  t = SmallOTapsTiling{};
+// Why the tensor-core small-o kernels cannot read x as 16-byte loads of 8 16-bit channels at
+// every pixel ("" when they can): 16-bit x with unit channel stride, c % 8 == 0, a 16-byte
+// aligned base and other strides multiples of 8 elements.
+inline std::string why_not_x_channel_octets(const detail::ConvProblem& p) {
   if (p.x.dtype == DType::f32) return "f32 x (no 16-bit MMA operands)";
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
   if (p.in_channels % 8 != 0) return "c % 8 != 0";
   if (pointer_alignment(p.x.data) < 16) return "x is not 16-byte aligned";
   if (!outer_strides_multiple_of(p.x, 8)) return "x's strides are not multiples of 8 elements";
+  return "";
+}
+
+// Whether the tensor-core small-o kernel serves p: x read as 8-channel (16-byte) vectors
+// (why_not_x_channel_octets) and a geometry plan_small_o_mma accepts; fills its tiling.
+inline bool small_o_mma_fits(const detail::ConvProblem& p, SmallOTiling& t) {
+  return why_not_x_channel_octets(p).empty() &&
+         plan_small_o_mma(normalize(p), kMaxKernelSmem, t).empty();
+}
+
+// Whether the taps kernel serves p (o and groups checked by why_not_small_o): "" and its tiling,
+// else why not. Needs x read as 16-byte loads of 8 channels at every pixel
+// (why_not_x_channel_octets) and a geometry plan_small_o_taps accepts; out, weight and bias may
+// have any strides.
+inline std::string why_not_small_o_taps(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                        SmallOTapsTiling& t) {
+  t = SmallOTapsTiling{};
+  const std::string no_octets = why_not_x_channel_octets(p);
+  if (!no_octets.empty()) return no_octets;
   return plan_small_o_taps(normalize(p), dev.multiprocessors, dev.shared_per_block_optin,
                            dev.shared_per_multiprocessor, t);
 }
@@ -582,7 +590,7 @@ inline std::string why_not_depthwise_blocked(const detail::ConvProblem& p, const
   const double w_span =
       static_cast<double>(g.o - 1) * static_cast<double>(g.w_stride[0]) +
       static_cast<double>(g.kernel_positions() - 1) * static_cast<double>(g.w_stride[3]);
-  if (w_span >= static_cast<double>(kMaxGridX) || !depthwise_blocked_offsets_fit(g, t)) {
+  if (w_span >= static_cast<double>(kMaxInt32) || !depthwise_blocked_offsets_fit(g, t)) {
     return "a plane of x or out, or the weight, spans 2^31 or more elements";
   }
   return "";

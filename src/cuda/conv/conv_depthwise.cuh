@@ -313,32 +313,21 @@ __device__ __forceinline__ void depthwise_blocked_row(const T* x_row, int xs3, u
   }
 }
 
-// depthwise_blocked_row for the single output row r (a run-time index of a fully unrolled loop).
-template <typename T, int kV, int kKW, int kS, int kTH, int kTW, bool kEdge>
+// depthwise_blocked_row for the single output row r, a run-time index of a fully unrolled loop:
+// tested against kR, kR + 1, ... at compile time.
+template <typename T, int kV, int kKW, int kS, int kTH, int kTW, bool kEdge, int kR = 0>
 __device__ __forceinline__ void depthwise_blocked_one_row(int r, const T* x_row, int xs3,
                                                           uint32_t w_plane, int ir, int sh, int lo,
                                                           int hi, float (&acc)[kTH][kTW][kV]) {
-  if constexpr (kTH >= 1) {
-    if (r == 0)
-      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 0, 1>(x_row, xs3, w_plane, ir, sh, lo,
-                                                                   hi, acc);
+  if constexpr (kR < kTH) {
+    if (r == kR) {
+      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, kR, kR + 1>(x_row, xs3, w_plane, ir,
+                                                                         sh, lo, hi, acc);
+    } else {
+      depthwise_blocked_one_row<T, kV, kKW, kS, kTH, kTW, kEdge, kR + 1>(r, x_row, xs3, w_plane, ir,
+                                                                         sh, lo, hi, acc);
+    }
   }
-  if constexpr (kTH >= 2) {
-    if (r == 1)
-      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 1, 2>(x_row, xs3, w_plane, ir, sh, lo,
-                                                                   hi, acc);
-  }
-  if constexpr (kTH >= 3) {
-    if (r == 2)
-      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 2, 3>(x_row, xs3, w_plane, ir, sh, lo,
-                                                                   hi, acc);
-  }
-  if constexpr (kTH >= 4) {
-    if (r == 3)
-      depthwise_blocked_row<T, kV, kKW, kS, kTH, kTW, kEdge, 3, 4>(x_row, xs3, w_plane, ir, sh, lo,
-                                                                   hi, acc);
-  }
-  static_assert(kTH <= 4, "thread tiles of at most 4 rows");
 }
 
 // The accumulators of one thread tile of the blocked variant: acc[kTH][kTW][kV] (rows x columns

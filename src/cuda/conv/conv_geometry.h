@@ -406,13 +406,12 @@ GEMMKIT_CONV_HD int64_t depthwise_blocked_rows(const ConvGeometry& g, const Dept
 // 0) of x every element offset (and its row / column coordinate, padding included) and inside
 // one plane (n, d0) of out every element offset stays below 2^31. Plane bases are 64-bit.
 inline bool depthwise_blocked_offsets_fit(const ConvGeometry& g, const DepthwiseTiling& t) {
-  constexpr int64_t kLimit = (int64_t{1} << 31) - 1;
   const auto abs64 = [](int64_t v) { return v < 0 ? -v : v; };
   // Coordinates the kernel forms: rows and columns of the padded windows of every thread tile.
   const int64_t reach_h = depthwise_blocked_rows(g, t) + t.th * g.stride[1] + abs64(g.pad_lo[1]);
   const int64_t reach_w = depthwise_blocked_span(g, t) + t.run * g.stride[2] + abs64(g.pad_lo[2]);
-  if (g.in[1] + g.out[1] * g.stride[1] + reach_h > kLimit / 2) return false;
-  if (g.in[2] + g.out[2] * g.stride[2] + reach_w > kLimit / 2) return false;
+  if (g.in[1] + g.out[1] * g.stride[1] + reach_h > kMaxInt32 / 2) return false;
+  if (g.in[2] + g.out[2] * g.stride[2] + reach_w > kMaxInt32 / 2) return false;
   // Spans: the largest offsets (strides are >= 1); the products stay far below 2^63 because
   // the tensors' spans were checked to fit int64.
   const double x_span = static_cast<double>(g.in[1] - 1) * static_cast<double>(g.x_stride[2]) +
@@ -421,7 +420,7 @@ inline bool depthwise_blocked_offsets_fit(const ConvGeometry& g, const Depthwise
   const double out_span = static_cast<double>(g.out[1] - 1) * static_cast<double>(g.out_stride[2]) +
                           static_cast<double>(g.out[2] - 1) * static_cast<double>(g.out_stride[3]) +
                           static_cast<double>(g.o - 1) * static_cast<double>(g.out_stride[4]);
-  return x_span < static_cast<double>(kLimit) && out_span < static_cast<double>(kLimit);
+  return x_span < static_cast<double>(kMaxInt32) && out_span < static_cast<double>(kMaxInt32);
 }
 
 // ---- Small-o tiling ---------------------------------------------------------------------------
