@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,21 +31,49 @@ constexpr double kInputScale = 1.0;
 constexpr double kBiasScale = 0.5;
 
 // One input operand: the host data the reference reads, and device copies holding the same
-// values (copy 0 for every warm call; more for cold-L2 rotation).
+// values (copy 0 for every warm call; more for cold-L2 rotation) — in `image`'s memory order
+// when the device layout differs from the host's (else image is empty and host is uploaded).
 struct Operand {
   HostTensor host;
+  HostTensor image;
   std::vector<Buffer> copies;
 
   void* data(int copy) const { return copies.empty() ? nullptr : copies[copy].data(); }
+  const HostTensor& uploaded() const { return image.numel() > 0 ? image : host; }
+  void upload_copy(Device device) {
+    copies.emplace_back(uploaded().bytes(), device);
+    copies.back().copy_from_host(uploaded().data(), uploaded().bytes());
+  }
 };
 
 Operand make_operand(DType dtype, int64_t numel, uint64_t seed, double scale, Device device) {
   Operand operand;
   operand.host = HostTensor(dtype, numel);
   fill_random_parallel(operand.host, seed, scale);
-  operand.copies.emplace_back(operand.host.bytes(), device);
-  operand.copies.back().copy_from_host(operand.host.data(), operand.host.bytes());
+  operand.upload_copy(device);
   return operand;
+}
+
+// The contiguous host tensor `host` of `shape` rearranged so that element (i...) sits at
+// sum(i[d] * strides[d]) (strides of a dense permutation of the shape).
+HostTensor permuted_image(const HostTensor& host, const std::vector<int64_t>& shape,
+                          const std::vector<int64_t>& strides) {
+  HostTensor image(host.dtype(), host.numel());
+  const std::size_t size = dtype_size(host.dtype());
+  const auto* from = static_cast<const unsigned char*>(host.data());
+  auto* to = static_cast<unsigned char*>(image.data());
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t linear = 0; linear < host.numel(); ++linear) {
+    int64_t offset = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) offset += index[d] * strides[d];
+    std::memcpy(to + static_cast<std::size_t>(offset) * size,
+                from + static_cast<std::size_t>(linear) * size, size);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return image;
 }
 
 double l2_bytes_of(Device device) {
@@ -177,8 +206,7 @@ class CaseRunner {
       for (Operand* input : inputs_) {
         if (input->host.numel() == 0) continue;
         while (static_cast<int>(input->copies.size()) < cold_copies_) {
-          input->copies.emplace_back(input->host.bytes(), settings_.device);
-          input->copies.back().copy_from_host(input->host.data(), input->host.bytes());
+          input->upload_copy(settings_.device);
         }
       }
     }
@@ -334,6 +362,12 @@ CaseResult run_conv_case(const ConvRow& row, const BenchSettings& settings, Peer
   Operand weight = make_operand(row.dtype, static_cast<int64_t>(product(weight_shape)),
                                 derive_seed(settings.seed, kSeedWeight),
                                 1.0 / std::sqrt(static_cast<double>(reduction)), device);
+  const std::vector<int64_t> weight_strides = conv_weight_strides(row);
+  if (row.weight_filter_layout) {
+    weight.image = permuted_image(weight.host, weight_shape, weight_strides);
+    weight.copies.clear();
+    weight.upload_copy(device);
+  }
   Operand bias;
   if (row.bias)
     bias =
@@ -359,9 +393,9 @@ CaseResult run_conv_case(const ConvRow& row, const BenchSettings& settings, Peer
     std::optional<Tensor> bias_tensor;
     if (row.bias) bias_tensor = Tensor::contiguous(bias.data(copy), row.dtype, device, {row.o});
     conv(Tensor::contiguous(x.data(copy), row.dtype, device, x_shape),
-         Tensor::contiguous(weight.data(copy), row.dtype, device, weight_shape), bias_tensor,
-         Tensor::contiguous(runner.out(), row.dtype, device, out_shape), params, call_options,
-         stream);
+         Tensor::strided(weight.data(copy), row.dtype, device, weight_shape, weight_strides),
+         bias_tensor, Tensor::contiguous(runner.out(), row.dtype, device, out_shape), params,
+         call_options, stream);
   });
 
   run_peers(

@@ -63,13 +63,13 @@ bool is_transposed(const ConvRow& row) {
   return std::any_of(row.idil.begin(), row.idil.end(), [](int64_t v) { return v != 1; });
 }
 
-// The row as the library's conv problem: its geometry, and w's contiguous strides for the packing
-// index (no data pointers). Throws gemmkit::Error for a row conv() refuses.
+// The row as the library's conv problem: its geometry, and w's strides for the packing index (no
+// data pointers). Throws gemmkit::Error for a row conv() refuses.
 detail::ConvProblem conv_problem(const ConvRow& row, Device device) {
   const std::vector<int64_t> w_shape = conv_weight_shape(row);
   detail::ConvProblem p =
       detail::conv_geometry("cudnn peer", conv_x_shape(row), w_shape, conv_params(row));
-  p.weight = Tensor::contiguous(nullptr, row.dtype, device, w_shape);
+  p.weight = Tensor::strided(nullptr, row.dtype, device, w_shape, conv_weight_strides(row));
   return p;
 }
 

@@ -44,6 +44,11 @@ struct ConvRow {
   bool flip = false;
   bool bias = false;
   DType dtype = DType::bf16;
+  // The weight's memory: false, (o, kernel..., c / groups) packed (gemmkit's canonical OHWI);
+  // true, (c, kernel..., o) packed — PyTorch's ConvTranspose weight (c, o, kernel...) in
+  // channels-last memory — handed to conv() as the permuted (strided) view of that shape. Only
+  // for transposed convolutions with one group (`gemmkit conv --weight-layout filter`).
+  bool weight_filter_layout = false;
 
   int spatial_dims() const { return static_cast<int>(in_spatial.size()); }
 };
@@ -167,6 +172,29 @@ inline std::vector<int64_t> conv_weight_shape(const ConvRow& row) {
   return shape;
 }
 
+// Strides (in elements) of the weight view of conv_weight_shape in the row's memory layout.
+inline std::vector<int64_t> conv_weight_strides(const ConvRow& row) {
+  const std::vector<int64_t> shape = conv_weight_shape(row);
+  std::vector<int64_t> strides(shape.size());
+  if (!row.weight_filter_layout) {
+    int64_t stride = 1;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= shape[d];
+    }
+    return strides;
+  }
+  int64_t stride = 1;  // memory (c, kernel..., o): o fastest, then the kernel dims, then c
+  strides[0] = stride;
+  stride *= shape[0];
+  for (std::size_t d = shape.size() - 1; d-- > 1;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  strides.back() = stride;
+  return strides;
+}
+
 inline std::vector<int64_t> conv_out_spatial(const ConvRow& row) {
   std::vector<int64_t> out;
   for (int d = 0; d < row.spatial_dims(); ++d)
@@ -212,6 +240,7 @@ inline std::string describe_conv(const ConvRow& row) {
   if (row.flip) text += " flip";
   if (row.bias) text += " +bias";
   if (row.dtype != DType::bf16) text += std::string(" ") + dtype_name(row.dtype);
+  if (row.weight_filter_layout) text += " w(c,k,o)";
   return text;
 }
 

@@ -189,6 +189,18 @@ TEST(CliSuiteParse, ReadsAConvSuiteInAnyColumnOrder) {
   EXPECT_EQ(gb::conv_out_shape(r), (std::vector<int64_t>{1, 6, 6, 64}));
 }
 
+TEST(CliSuiteParse, WeightStridesOfBothLayouts) {
+  gb::ConvRow row;
+  row.c = 6;
+  row.o = 4;
+  row.in_spatial = {5, 5};
+  row.kernel = {3, 2};
+  EXPECT_EQ(gb::conv_weight_strides(row), (std::vector<int64_t>{36, 12, 6, 1}));
+  // Memory (c, 3, 2, o) seen as (o, 3, 2, c): o fastest, then kw, kh, c outermost.
+  row.weight_filter_layout = true;
+  EXPECT_EQ(gb::conv_weight_strides(row), (std::vector<int64_t>{1, 8, 4, 24}));
+}
+
 TEST(CliSuiteParse, AcceptsNegativePadding) {
   const auto suite = gb::parse_suite(
       std::string(kConvHeader) + "crop,1,1,8x8,4,4,1x1,1x1,-1x0,-1x0,1x1,1x1,1,0,bf16\n", "t.csv");

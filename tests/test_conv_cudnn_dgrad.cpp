@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/problems.h"
@@ -182,20 +183,96 @@ TEST(ConvCudnnDgrad, PackingTilesCoverTheMappingOnce) {
     SCOPED_TRACE("c " + std::to_string(x.c) + " cpg " + std::to_string(x.cpg) + " opg " +
                  std::to_string(x.opg) + " taps " + std::to_string(x.taps));
     const int64_t count = x.c * x.taps * x.opg;
-    std::vector<int> written(static_cast<std::size_t>(count), 0);
-    for (int64_t t = 0; t < dgrad_tiles(x); ++t) {
-      const DgradTile d = dgrad_tile(x, t);
-      for (int64_t kk = d.kk0; kk < std::min(x.cpg, d.kk0 + kDgradTile); ++kk) {
-        for (int64_t cc = d.cc0; cc < std::min(x.opg, d.cc0 + kDgradTile); ++cc) {
-          const int64_t i = dgrad_packed_index(x, d, kk, cc);
-          ASSERT_TRUE(i >= 0 && i < count) << i;
-          ++written[static_cast<std::size_t>(i)];
-          ASSERT_EQ(dgrad_source(x, d, kk, cc), dgrad_weight_source(x, i)) << "packed " << i;
+    // The scalar kernel's tiles and the vector kernel's (16-bit and 32-bit elements).
+    for (const int64_t edge :
+         {int64_t{kDgradTile}, int64_t{dgrad_vector_edge(2)}, int64_t{dgrad_vector_edge(4)}}) {
+      SCOPED_TRACE("edge " + std::to_string(edge));
+      std::vector<int> written(static_cast<std::size_t>(count), 0);
+      for (int64_t t = 0; t < dgrad_tiles(x, edge); ++t) {
+        const DgradTile d = dgrad_tile(x, t, edge);
+        for (int64_t kk = d.kk0; kk < std::min(x.cpg, d.kk0 + edge); ++kk) {
+          for (int64_t cc = d.cc0; cc < std::min(x.opg, d.cc0 + edge); ++cc) {
+            const int64_t i = dgrad_packed_index(x, d, kk, cc);
+            ASSERT_TRUE(i >= 0 && i < count) << i;
+            ++written[static_cast<std::size_t>(i)];
+            ASSERT_EQ(dgrad_source(x, d, kk, cc), dgrad_weight_source(x, i)) << "packed " << i;
+          }
         }
       }
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(written[static_cast<std::size_t>(i)], 1) << i;
+      }
     }
-    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(written[static_cast<std::size_t>(i)], 1) << i;
   }
+}
+
+// The suite row's weight (o 128, 4x4, c 256), contiguous OHWI, as the index of its packing.
+DgradWeightIndex suite_row_index() {
+  DgradWeightIndex x;
+  x.c = x.cpg = 256;
+  x.opg = 128;
+  x.taps = 16;
+  x.spatial = 2;
+  x.kernel[0] = x.kernel[1] = 4;
+  x.w_c_stride = 1;
+  x.w_tap_stride[1] = 256;
+  x.w_tap_stride[0] = 4 * 256;
+  x.w_o_stride = 16 * 256;
+  return x;
+}
+
+TEST(ConvCudnnDgrad, WeightReadInPlaceOnlyWhenItIsThePackedFilter) {
+  DgradWeightIndex x = suite_row_index();
+  EXPECT_FALSE(dgrad_weight_in_place(x));  // OHWI: must be packed
+  // PyTorch's (c, o, 4, 4) channels-last, i.e. memory (c, 4, 4, o), viewed as (o, 4, 4, c).
+  x.w_o_stride = 1;
+  x.w_tap_stride[1] = 128;
+  x.w_tap_stride[0] = 4 * 128;
+  x.w_c_stride = 16 * 128;
+  EXPECT_TRUE(dgrad_weight_in_place(x));
+  // Then every packed element is its own source: the packing would be the identity.
+  for (int64_t i = 0; i < x.c * x.taps * x.opg; i += 97) {
+    ASSERT_EQ(dgrad_weight_source(x, i), i);
+  }
+  DgradWeightIndex gap = x;  // rows of the view padded: not the packed filter
+  gap.w_c_stride += 8;
+  EXPECT_FALSE(dgrad_weight_in_place(gap));
+  DgradWeightIndex swapped = x;  // taps in the other order
+  std::swap(swapped.w_tap_stride[0], swapped.w_tap_stride[1]);
+  EXPECT_FALSE(dgrad_weight_in_place(swapped));
+  DgradWeightIndex grouped = x;  // two groups never share W's layout with a strided view
+  grouped.cpg = 128;
+  EXPECT_FALSE(dgrad_weight_in_place(grouped));
+  // A unit dim's stride is free: 1x1 kernel, any tap strides.
+  DgradWeightIndex unit = x;
+  unit.taps = 1;
+  unit.kernel[0] = unit.kernel[1] = 1;
+  unit.w_tap_stride[0] = 12345;
+  unit.w_tap_stride[1] = 7;
+  unit.w_c_stride = 128;
+  EXPECT_TRUE(dgrad_weight_in_place(unit));
+}
+
+TEST(ConvCudnnDgrad, VectorPackingNeedsWholeAlignedVectors) {
+  const DgradWeightIndex x = suite_row_index();
+  EXPECT_TRUE(dgrad_vector_fits(x, 2, 256));
+  EXPECT_TRUE(dgrad_vector_fits(x, 4, 16));
+  EXPECT_FALSE(dgrad_vector_fits(x, 2, 8));  // w only 8-byte aligned
+  DgradWeightIndex odd_o = x;                // 8-element vectors would cross cc rows
+  odd_o.opg = 100;
+  EXPECT_FALSE(dgrad_vector_fits(odd_o, 2, 256));
+  EXPECT_TRUE(dgrad_vector_fits(odd_o, 4, 256));  // 4-element vectors fit 100
+  DgradWeightIndex strided_c = x;
+  strided_c.w_c_stride = 2;
+  EXPECT_FALSE(dgrad_vector_fits(strided_c, 2, 256));
+  DgradWeightIndex odd_tap = x;
+  odd_tap.w_tap_stride[1] = 260 + 1;
+  EXPECT_FALSE(dgrad_vector_fits(odd_tap, 2, 256));
+  DgradWeightIndex odd_c = x;  // groups of 12 channels: a vector would cross a group
+  odd_c.cpg = 12;
+  odd_c.c = 48;
+  EXPECT_FALSE(dgrad_vector_fits(odd_c, 2, 256));
+  EXPECT_TRUE(dgrad_vector_fits(odd_c, 4, 256));
 }
 
 TEST(ConvCudnnDgrad, TheModelCatchesAWrongPadding) {
@@ -233,8 +310,28 @@ TEST(ConvCudnnDgrad, FormOfTheSuiteRowAndWhatHasNone) {
   ConvConfig c;
   EXPECT_EQ(why_not_cudnn(p, with_cudnn(), kDefaultWorkspaceBytes, c), "");
   EXPECT_TRUE(c.cudnn_dgrad);
+  EXPECT_FALSE(c.dgrad_weight_in_place);
   EXPECT_EQ(c.weight_t_bytes, 128 * 16 * 256 * 2);
   EXPECT_GE(c.lt_offset, c.weight_t_offset + c.weight_t_bytes);
+  // The same weight handed over as PyTorch stores it, (c, o, 4, 4) channels-last: read in place,
+  // nothing copied into the workspace.
+  {
+    using gemmkit::Tensor;
+    const gemmkit::Device gpu = gemmkit::Device::cuda(0);
+    const Tensor w_view = Tensor::strided(gemmkit_test::fake(0x20000000), DType::bf16, gpu,
+                                          {128, 4, 4, 256}, {1, 4 * 128, 128, 16 * 128});
+    const ConvProblem in_place = gemmkit_test::conv_problem(
+        Tensor::contiguous(gemmkit_test::fake(0x10000000), DType::bf16, gpu, row.x_shape), w_view,
+        std::nullopt,
+        Tensor::contiguous(gemmkit_test::fake(0x40000000), DType::bf16, gpu, {1, 256, 256, 128}),
+        row.params);
+    ConvConfig ci;
+    EXPECT_EQ(why_not_cudnn(in_place, with_cudnn(), kDefaultWorkspaceBytes, ci), "");
+    EXPECT_TRUE(ci.cudnn_dgrad);
+    EXPECT_TRUE(ci.dgrad_weight_in_place);
+    EXPECT_EQ(ci.weight_t_bytes, 0);
+    EXPECT_EQ(ci.lt_offset, 0);
+  }
   // Stride with input dilation, padding beyond the kernel's reach: no form, a reason.
   Spec strided = row;
   strided.params.stride = {2};

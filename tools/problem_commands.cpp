@@ -1,4 +1,5 @@
 // `gemmkit linear` and `gemmkit conv`: one problem, given on the command line.
+#include <algorithm>
 #include <iostream>
 
 #include "bench/report.h"
@@ -22,9 +23,12 @@ const char* const kConvUsage =
     "                    [--pad P | --pad-lo P --pad-hi P] [--kdil D] [--idil D] [--groups G]\n"
     "                    [--flip] [--bias] [--dtype bf16|f16|f32] [--device auto|cpu|cuda:I]\n"
     "                    [--algo NAME] [--check] [--reps R] [--replays P] [--seed S]\n"
-    "                    [--no-cold] [--no-peers]\n"
+    "                    [--weight-layout ohwi|filter] [--no-cold] [--no-peers]\n"
     "  conv_general (see gemmkit.h): x (n, in..., c), weight (o, kernel..., c/groups),\n"
     "  out (n, out..., o). Per-dim values are 'x'-separated; one value applies to every dim.\n"
+    "  --weight-layout filter stores the weight as (c, kernel..., o) (PyTorch's ConvTranspose\n"
+    "  weight in channels-last memory) and passes the permuted view: transposed convolutions\n"
+    "  with one group, where the cuDNN path then reads it in place.\n"
     "  Timing and --check as for `gemmkit linear`; cuDNN runs as a peer when built with it.\n";
 
 std::vector<OptionSpec> with_timing(std::vector<OptionSpec> specs) {
@@ -102,6 +106,7 @@ int command_conv(const Args& args) {
                                      {"flip", false},
                                      {"bias", false},
                                      {"dtype", true},
+                                     {"weight-layout", true},
                                      {"algo", true},
                                      {"check", false},
                                      {"no-peers", false}}));
@@ -131,6 +136,17 @@ int command_conv(const Args& args) {
   row.flip = options.has("flip");
   row.bias = options.has("bias");
   row.dtype = dtype_option(options, "dtype", DType::bf16);
+  const std::string layout = options.text("weight-layout", "ohwi");
+  if (layout != "ohwi" && layout != "filter") {
+    throw UsageError("conv: --weight-layout must be ohwi or filter, not '" + layout + "'");
+  }
+  row.weight_filter_layout = layout == "filter";
+  const bool transposed =
+      std::any_of(row.idil.begin(), row.idil.end(), [](int64_t v) { return v != 1; });
+  if (row.weight_filter_layout && (!transposed || row.groups != 1)) {
+    throw UsageError(
+        "conv: --weight-layout filter needs a transposed convolution (--idil > 1) with one group");
+  }
   // Let the library judge the problem first: its message names the broken rule.
   conv_output_shape(bench::conv_x_shape(row), bench::conv_weight_shape(row),
                     bench::conv_params(row));

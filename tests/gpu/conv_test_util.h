@@ -75,7 +75,7 @@ struct ConvSpec {
   std::vector<int64_t> x_shape, w_shape;
   gemmkit::ConvParams params;
   bool bias = false;
-  Layout x_layout, out_layout;
+  Layout x_layout, w_layout, out_layout;
 };
 
 struct DtypePair {
@@ -93,7 +93,7 @@ struct PreparedConv {
 
   PreparedConv(const ConvSpec& c, const DtypePair& d, uint64_t seed)
       : x(random_tensor(d.x, c.x_shape, seed, c.x_layout)),
-        w(random_tensor(d.x, c.w_shape, seed + 1)),
+        w(random_tensor(d.x, c.w_shape, seed + 1, c.w_layout)),
         b(random_tensor(d.x, {c.w_shape[0]}, seed + 2)),
         ref(reference_conv(x, w, c.bias ? &b : nullptr, c.params)),
         cpu_out(make_tensor(d.out, gemmkit::conv_output_shape(c.x_shape, c.w_shape, c.params),

@@ -53,6 +53,7 @@ struct ConvCase : gemmkit_test::ConvSpec {
   // The small-o kernel (taps | mma) that auto and direct run with 16-bit x ("" = not checked);
   // f32 x always runs the CUDA-core kernel (cuda).
   std::string small_o_variant;
+  std::string cudnn_reason;  // text the forced cudnn call's reason must contain ("" = any)
 };
 
 ConvCase make_case(const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
@@ -898,6 +899,25 @@ std::vector<ConvCase> cudnn_matrix() {
     ConvCase c = make_case("transposed k4 s2 p1 (the suite row's form)", {2, 6, 5, 16},
                            {8, 4, 4, 16}, {"cudnn"});
     c.params = conv_transpose_params({4, 4}, {2}, {1}, {0}, {1}, 1);
+    c.cudnn_reason = "filter packed (vector kernel)";
+    add(c);
+  }
+  {
+    // Two partial vector tiles each way (o 72, c 80), taps with odd strides of whole vectors.
+    ConvCase c = make_case("transposed k3 s2, partial vector tiles", {1, 4, 5, 80}, {72, 3, 3, 80},
+                           {"cudnn"});
+    c.params = conv_transpose_params({3, 3}, {2}, {1}, {0}, {1}, 1);
+    c.cudnn_reason = "filter packed (vector kernel)";
+    add(c);
+  }
+  {
+    // The weight as PyTorch stores a ConvTranspose2d weight (c, o, 4, 4) in channels-last
+    // memory, i.e. (c, 4, 4, o), handed over as the permuted view (o, 4, 4, c).
+    ConvCase c = make_case("transposed k4 s2, weight in cuDNN's filter layout", {1, 6, 5, 16},
+                           {8, 4, 4, 16}, {"cudnn"});
+    c.params = conv_transpose_params({4, 4}, {2}, {1}, {0}, {1}, 1);
+    c.w_layout.order = {3, 1, 2, 0};
+    c.cudnn_reason = "filter read in place";
     add(c);
   }
   {
@@ -905,6 +925,7 @@ std::vector<ConvCase> cudnn_matrix() {
                            {6, 3, 3, 4}, {"cudnn"});
     c.params = conv_transpose_params({3, 3}, {2}, {1}, {1}, {1}, 2);
     c.bias = true;
+    c.cudnn_reason = "filter packed (scalar kernel)";
     add(c);
   }
   {
@@ -956,6 +977,7 @@ bool run_cudnn_case(const ConvCase& c, const DtypePair& d, uint64_t seed, bool t
   }
   EXPECT_EQ(info.kernel, "cuda.conv.cudnn") << info.reason;
   EXPECT_NE(info.reason.find("cuDNN engine"), std::string::npos) << info.reason;
+  EXPECT_NE(info.reason.find(c.cudnn_reason), std::string::npos) << info.reason;
   if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) return true;
   expect_close_to_cpu(first, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
   CallInfo again_info;
@@ -983,6 +1005,24 @@ TEST(GpuConvCudnn, MatrixAgainstReference) {
     }
   }
   std::printf("[ note ] cuDNN had no engine for %d mixed-type runs\n", unsupported);
+}
+
+// The transposed cases alone (both filter packing kernels and the in-place filter), small enough
+// for compute-sanitizer's memcheck and synccheck (scripts/device.sh runs every *Sanitize* test).
+TEST(GpuConvCudnnSanitize, TransposedFilterPacking) {
+  GEMMKIT_REQUIRE_CUDNN();
+  uint64_t seed = 9500;
+  int transposed = 0;
+  for (const ConvCase& c : cudnn_matrix()) {
+    if (c.cudnn_reason.empty()) continue;
+    ++transposed;
+    for (const DtypePair& d :
+         {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f32, DType::f32}}) {
+      // 16-bit out with a bias: a mixed-type cuDNN conv (f32 scratch), which may have no engine.
+      run_cudnn_case(c, d, seed += 10, c.bias && d.out != DType::f32);
+    }
+  }
+  EXPECT_EQ(transposed, 4);
 }
 
 TEST(GpuConvCudnn, ForcedCudnnThatCannotServeIsAnError) {

@@ -179,10 +179,13 @@ struct ConvConfig {
 
   // cuDNN path of a transposed convolution (input dilation): cuDNN's backward-data of the
   // forward convolution it inverts (cudnn_dgrad_form), the weight first copied into the
-  // workspace in the filter layout that operation reads (conv_dgrad_weight.cuh).
+  // workspace in the filter layout that operation reads (conv_dgrad_weight.cuh) — unless the
+  // weight's strides already are that layout (dgrad_weight_in_place): then cuDNN reads it where
+  // it is and nothing is copied.
   bool cudnn_dgrad = false;
+  bool dgrad_weight_in_place = false;
   int64_t weight_t_offset = 0;  // the copied weight in the workspace
-  int64_t weight_t_bytes = 0;
+  int64_t weight_t_bytes = 0;   // 0 when read in place
 };
 
 inline std::string to_string(const ConvConfig& c) {
@@ -980,39 +983,51 @@ GEMMKIT_DGRAD_HD inline int64_t dgrad_weight_source(const DgradWeightIndex& x, i
   return (g * x.opg + cc) * x.w_o_stride + tap_offset + kk * x.w_c_stride;
 }
 
-// The packing kernel's tiling (conv_dgrad_weight.cuh): per (group, tap), a transpose of the
-// (cc < opg, kk < cpg) matrix in tiles of kDgradTile x kDgradTile, so that the reads (along kk,
-// w's channel dim) and the writes (along cc, W's fastest dim) are both coalesced.
+// The packing kernels' tiling (conv_dgrad_weight.cuh): per (group, tap), a transpose of the
+// (cc < opg, kk < cpg) matrix in square tiles of `edge` elements, so that the reads (along kk,
+// w's channel dim) and the writes (along cc, W's fastest dim) are both coalesced. The scalar
+// kernel moves one element per thread and access (edge kDgradTile); the vector kernel moves 16
+// bytes (edge dgrad_vector_edge: 8 vectors per tile row).
 constexpr int kDgradTile = 32;
+constexpr int kDgradVectorsPerRow = 8;
+constexpr int kDgradVectorBytes = 16;
+
+GEMMKIT_DGRAD_HD constexpr int dgrad_vector_edge(int element_bytes) {
+  return kDgradVectorsPerRow * (kDgradVectorBytes / element_bytes);
+}
 
 struct DgradTile {
   int64_t g = 0, tap = 0, cc0 = 0, kk0 = 0;
   int64_t tap_offset = 0;  // w's offset of the tap (its multi-index along w's kernel dims)
 };
 
-GEMMKIT_DGRAD_HD inline int64_t dgrad_tiles(const DgradWeightIndex& x) {
+GEMMKIT_DGRAD_HD inline int64_t dgrad_tiles(const DgradWeightIndex& x, int64_t edge) {
   const int64_t groups = x.c / x.cpg;
-  return groups * x.taps * ((x.opg + kDgradTile - 1) / kDgradTile) *
-         ((x.cpg + kDgradTile - 1) / kDgradTile);
+  return groups * x.taps * ((x.opg + edge - 1) / edge) * ((x.cpg + edge - 1) / edge);
 }
 
 // Tile `t` (< dgrad_tiles): kk tiles fastest, then cc tiles, taps, groups.
-GEMMKIT_DGRAD_HD inline DgradTile dgrad_tile(const DgradWeightIndex& x, int64_t t) {
+GEMMKIT_DGRAD_HD inline DgradTile dgrad_tile(const DgradWeightIndex& x, int64_t t, int64_t edge) {
   // 32-bit divisions whenever the values fit (div_nonneg): a chain of 64-bit ones costs a
   // block microseconds before its first load.
-  const int64_t kk_tiles = (x.cpg + kDgradTile - 1) / kDgradTile;
-  const int64_t cc_tiles = (x.opg + kDgradTile - 1) / kDgradTile;
+  const int64_t kk_tiles = (x.cpg + edge - 1) / edge;
+  const int64_t cc_tiles = (x.opg + edge - 1) / edge;
   DgradTile d;
   int64_t q = div_nonneg(t, kk_tiles);
-  d.kk0 = (t - q * kk_tiles) * kDgradTile;
+  d.kk0 = (t - q * kk_tiles) * edge;
   t = q;
   q = div_nonneg(t, cc_tiles);
-  d.cc0 = (t - q * cc_tiles) * kDgradTile;
+  d.cc0 = (t - q * cc_tiles) * edge;
   t = q;
   d.g = div_nonneg(t, x.taps);
   d.tap = t - d.g * x.taps;
   int64_t rest = d.tap;
-  for (int s = x.spatial - 1; s >= 0; --s) {
+  // A fixed trip count, so the loop unrolls into constant indices of the kernel's parameter
+  // arrays; a loop up to x.spatial made the compiler copy the index struct to the stack (104
+  // bytes of local memory per thread).
+  for (int i = 0; i < detail::kMaxSpatial; ++i) {
+    const int s = detail::kMaxSpatial - 1 - i;
+    if (s >= x.spatial) continue;
     q = div_nonneg(rest, x.kernel[s]);
     d.tap_offset += (rest - q * x.kernel[s]) * x.w_tap_stride[s];
     rest = q;
@@ -1029,6 +1044,36 @@ GEMMKIT_DGRAD_HD inline int64_t dgrad_packed_index(const DgradWeightIndex& x, co
 GEMMKIT_DGRAD_HD inline int64_t dgrad_source(const DgradWeightIndex& x, const DgradTile& d,
                                              int64_t kk, int64_t cc) {
   return (d.g * x.opg + cc) * x.w_o_stride + d.tap_offset + kk * x.w_c_stride;
+}
+
+// Whether w's memory already is the packed filter (every packed index i is its own source):
+// one group, o innermost, then the taps, c outermost — PyTorch's ConvTranspose weight (c, o,
+// kernel...) in channels-last memory, handed over as a permuted view. Strides of unit dims are
+// free.
+inline bool dgrad_weight_in_place(const DgradWeightIndex& x) {
+  if (x.c != x.cpg) return false;
+  int64_t expected = 1;
+  if (x.opg > 1 && x.w_o_stride != expected) return false;
+  expected *= x.opg;
+  for (int d = x.spatial - 1; d >= 0; --d) {
+    if (x.kernel[d] > 1 && x.w_tap_stride[d] != expected) return false;
+    expected *= x.kernel[d];
+  }
+  return x.cpg == 1 || x.w_c_stride == expected;
+}
+
+// Whether the vector packing kernel serves (else the scalar one): w's channels contiguous, every
+// 16-byte vector of 16 / element_bytes channels (along kk in w, along cc in W) inside one group
+// and 16-byte aligned in both (w_alignment: the alignment of w's data pointer in bytes; W sits
+// at an aligned workspace offset).
+inline bool dgrad_vector_fits(const DgradWeightIndex& x, int element_bytes, int w_alignment) {
+  const int64_t v = kDgradVectorBytes / element_bytes;
+  if (w_alignment < kDgradVectorBytes || x.w_c_stride != 1) return false;
+  if (x.cpg % v != 0 || x.opg % v != 0 || x.w_o_stride % v != 0) return false;
+  for (int d = 0; d < x.spatial; ++d) {
+    if (x.kernel[d] > 1 && x.w_tap_stride[d] % v != 0) return false;
+  }
+  return true;
 }
 
 inline DgradWeightIndex dgrad_weight_index(const detail::ConvProblem& p) {
@@ -1051,6 +1096,7 @@ inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescr
                                  int64_t budget, ConvConfig& c) {
   if (!dev.cudnn) return dev.cudnn_why_not;
   c.cudnn_dgrad = false;
+  c.dgrad_weight_in_place = false;
   for (int d = 0; d < p.spatial; ++d) {
     if (p.padding_lo[d] < 0 || p.padding_hi[d] < 0) return "cuDNN has no negative padding";
     if (p.input_dilation[d] != 1) c.cudnn_dgrad = true;
@@ -1091,7 +1137,8 @@ inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescr
   // cuDNN's part starts.
   c.scratch_offset = 0;
   c.weight_t_offset = round_up(c.scratch_bytes, kWorkspaceAlign);
-  c.weight_t_bytes = c.cudnn_dgrad
+  c.dgrad_weight_in_place = c.cudnn_dgrad && dgrad_weight_in_place(dgrad_weight_index(p));
+  c.weight_t_bytes = c.cudnn_dgrad && !c.dgrad_weight_in_place
                          ? p.out_channels * p.kernel_positions() * p.in_channels_per_group *
                                static_cast<int64_t>(dtype_size(p.weight.dtype))
                          : 0;

@@ -11,8 +11,8 @@
 // takes the heuristic's first buildable engine and leaves the key to be timed by a later eager
 // call. Plans that ran are kept for the process: a captured CUDA graph may still launch their
 // kernels. Workspace: the conv workspace of the GEMM paths (with_conv_workspace), laid out as [f32
-// scratch of the bias pass | cuDNN's workspace]; engines needing more than the budget left are
-// skipped.
+// scratch of the bias pass | the packed backward-data filter | cuDNN's workspace]; engines needing
+// more than the budget left are skipped.
 #include "cuda/conv/conv_cudnn.h"
 
 #ifdef GEMMKIT_WITH_CUDNN
@@ -210,9 +210,10 @@ CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
     for (int d = 0; d < p.spatial; ++d) shape.push_back(p.kernel_size[d]);
     shape.push_back(p.out_channels_per_group);
     const std::vector<int64_t> strides = row_major_strides(shape);
-    q.w =
-        channels_second(shape.data(), strides.data(), p.spatial + 2, unit, p.weight.dtype, nullptr);
-    q.w.alignment = kMaxTensorAlignment;  // at a kWorkspaceAlign offset of the workspace
+    // In place: w itself (its strides are these); else the copy at a kWorkspaceAlign offset.
+    q.w = channels_second(shape.data(), strides.data(), p.spatial + 2, unit, p.weight.dtype,
+                          c.dgrad_weight_in_place ? p.weight.data : nullptr);
+    if (!c.dgrad_weight_in_place) q.w.alignment = kMaxTensorAlignment;
   } else {
     q.w = channels_second(p.weight.shape, p.weight.strides, p.weight.rank, unit, p.weight.dtype,
                           p.weight.data);
@@ -581,7 +582,8 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
         c.bias == BiasMode::scratch ? static_cast<void*>(workspace + c.scratch_offset) : p.out.data;
     void* engine_workspace = run.workspace > 0 ? workspace + c.lt_offset : nullptr;
     const int64_t uids[3] = {kUidX, kUidW, kUidY};
-    void* pointers[3] = {x, c.cudnn_dgrad ? workspace + c.weight_t_offset : w, y};
+    const bool packed = c.cudnn_dgrad && !c.dgrad_weight_in_place;
+    void* pointers[3] = {x, packed ? workspace + c.weight_t_offset : w, y};
     Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
     pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, 3);
@@ -592,13 +594,14 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
   };
 
   bool ran = false;
+  const char* packing = nullptr;  // the filter packing kernel that ran, if any
   const bool allocated =
       with_conv_workspace(device, c.lt_offset + most_workspace, stream, why, [&](void* base) {
         char* const workspace = static_cast<char*>(base);
         std::lock_guard<std::mutex> lock(h.mutex);
-        if (c.cudnn_dgrad) {  // the packed filter, before every engine run of this call
-          launch_conv_dgrad_weight(p.weight.dtype, dgrad_weight_index(p), p.weight.data,
-                                   workspace + c.weight_t_offset, stream);
+        if (c.cudnn_dgrad && !c.dgrad_weight_in_place) {  // before every engine run of the call
+          packing = launch_conv_dgrad_weight(p.weight.dtype, dgrad_weight_index(p), p.weight.data,
+                                             workspace + c.weight_t_offset, stream);
           GEMMKIT_CUDA_CHECK(cudaGetLastError());
         }
         if (timing) {
@@ -671,6 +674,11 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
   }
   note = "cuDNN engine " + std::to_string(plan->engine) + " (" + how + "), workspace " +
          std::to_string(c.lt_offset + plan->workspace) + " bytes";
+  if (c.cudnn_dgrad) {
+    note += packing != nullptr
+                ? std::string(", backward-data filter packed (") + packing + " kernel)"
+                : std::string(", backward-data filter read in place");
+  }
   return true;
 }
 

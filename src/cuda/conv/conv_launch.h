@@ -60,8 +60,9 @@ void launch_conv_bias_pass(DType bias_dtype, DType out_dtype, const float* acc, 
                            void* out, int64_t out_ld, int64_t rows, int64_t o, const void* bias,
                            int64_t bias_stride, LaunchGrid grid, int block, cudaStream_t stream);
 
-// conv_dgrad_weight.cuh: the packed backward-data filter of a transposed convolution.
-void launch_conv_dgrad_weight(DType dtype, const DgradWeightIndex& index, const void* w,
-                              void* packed, cudaStream_t stream);
+// conv_dgrad_weight.cuh: the packed backward-data filter of a transposed convolution (packed
+// 16-byte aligned). Returns the kernel it launched: "vector" or "scalar".
+const char* launch_conv_dgrad_weight(DType dtype, const DgradWeightIndex& index, const void* w,
+                                     void* packed, cudaStream_t stream);
 
 }  // namespace gemmkit::cuda::conv_impl
