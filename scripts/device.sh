@@ -62,8 +62,9 @@ if [ "$what" = all ] || [ "$what" = test ]; then
       start=$SECONDS
       filter=$sanitize_filter
       [ $tool = racecheck ] && filter=${GEMMKIT_RACECHECK_FILTER:-$sanitize_filter}
-      # racecheck reports hazards inside cuDNN's own sm90 kernels (not ours to mend): under
-      # racecheck the cuDNN-path tests check gemmkit's kernels only, in the step after this loop.
+      # racecheck reports hazards inside cuDNN's own sm90 dgrad kernel (not ours to mend), and with
+      # a kernel-name filter it fails internally on cuDNN's kernels: the cuDNN-path tests stay out
+      # of racecheck; gemmkit's kernels of that path have their own test (GpuConvSanitize.*).
       if [ $tool = racecheck ]; then
         if [[ $filter == *-* ]]; then filter="$filter:GpuConvCudnn*"; else filter="$filter:-GpuConvCudnn*"; fi
       fi
@@ -71,10 +72,6 @@ if [ "$what" = all ] || [ "$what" = test ]; then
         "$bin/tests/gemmkit_gpu_tests" --gtest_filter="$filter" >"$OUT/sanitize-$tool.log" 2>&1
       note "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
     done
-    start=$SECONDS
-    timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 --kernel-name kss=conv_dgrad_weight \
-      "$bin/tests/gemmkit_gpu_tests" --gtest_filter='GpuConvCudnnSanitize.*' >"$OUT/sanitize-racecheck-cudnn.log" 2>&1
-    note "compute-sanitizer racecheck, gemmkit's kernels of the cuDNN path: status $? in $((SECONDS - start)) s: $(grep -E 'RACECHECK SUMMARY|rror' "$OUT/sanitize-racecheck-cudnn.log" | tail -1)"
   fi
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then

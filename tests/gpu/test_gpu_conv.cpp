@@ -1007,6 +1007,94 @@ TEST(GpuConvCudnn, MatrixAgainstReference) {
   std::printf("[ note ] cuDNN had no engine for %d mixed-type runs\n", unsupported);
 }
 
+// The filter packing kernels launched directly against the host mapping (dgrad_weight_source),
+// bit for bit: random bits in, the packed buffer poisoned first, the vector and the scalar kernel
+// each where they apply (dgrad_vector_fits), partial tiles, groups, strided weights, a grid that
+// strides (more tiles than the launcher's block cap).
+TEST(GpuConvSanitize, DgradFilterPackingKernels) {
+  GEMMKIT_REQUIRE_GPU();
+  using namespace cuda::conv_impl;
+  struct PackCase {
+    const char* name;
+    DgradWeightIndex index;
+    int64_t w_elements;
+    const char* kernel_16bit;
+    const char* kernel_32bit;
+  };
+  const auto contiguous = [](int64_t groups, int64_t opg, int64_t cpg, std::vector<int64_t> kernel,
+                             int64_t c_stride) {
+    DgradWeightIndex x;
+    x.cpg = cpg;
+    x.c = groups * cpg;
+    x.opg = opg;
+    x.spatial = static_cast<int>(kernel.size());
+    x.taps = 1;
+    for (int d = 0; d < x.spatial; ++d) {
+      x.kernel[d] = kernel[static_cast<std::size_t>(d)];
+      x.taps *= x.kernel[d];
+    }
+    x.w_c_stride = c_stride;
+    int64_t stride = cpg * c_stride;  // (o, kernel..., c / groups), channels c_stride apart
+    for (int d = x.spatial - 1; d >= 0; --d) {
+      x.w_tap_stride[d] = stride;
+      stride *= x.kernel[d];
+    }
+    x.w_o_stride = stride;
+    return x;
+  };
+  std::vector<PackCase> cases;
+  {
+    const DgradWeightIndex x = contiguous(1, 128, 256, {4, 4}, 1);  // the suite row
+    cases.push_back({"suite row o128 c256 4x4", x, 128 * x.w_o_stride, "vector", "vector"});
+  }
+  {
+    const DgradWeightIndex x = contiguous(1, 72, 80, {3, 3}, 1);  // partial 64-wide tiles
+    cases.push_back({"o72 c80 3x3", x, 72 * x.w_o_stride, "vector", "vector"});
+  }
+  {
+    const DgradWeightIndex x = contiguous(3, 12, 20, {3}, 1);  // 20 % 8 != 0: scalar for 16-bit
+    cases.push_back({"groups 3 opg12 cpg20 1-D", x, 36 * x.w_o_stride, "scalar", "vector"});
+  }
+  {
+    const DgradWeightIndex x = contiguous(2, 8, 8, {2, 2, 2}, 2);  // channels 2 apart
+    cases.push_back({"3-D strided channels", x, 16 * x.w_o_stride, "scalar", "scalar"});
+  }
+  {
+    const DgradWeightIndex x = contiguous(1, 768, 768, {3, 3}, 2);  // 5184 scalar tiles
+    cases.push_back(
+        {"o768 c768 3x3 strided (grid-stride)", x, 768 * x.w_o_stride, "scalar", "scalar"});
+  }
+  uint64_t seed = 13000;
+  for (const PackCase& k : cases) {
+    for (const DType dtype : {DType::bf16, DType::f32}) {
+      const std::string what = std::string(k.name) + " " + dtype_name(dtype);
+      SCOPED_TRACE(what);
+      const std::size_t size = dtype_size(dtype);
+      const DgradWeightIndex& x = k.index;
+      const int64_t count = x.c * x.taps * x.opg;
+      std::vector<uint8_t> w_host(static_cast<std::size_t>(k.w_elements) * size);
+      std::mt19937_64 rng(seed += 7);
+      for (auto& byte : w_host) byte = static_cast<uint8_t>(rng());
+      const Buffer w = testing::upload(w_host, kGpu);
+      Buffer packed(static_cast<std::size_t>(count) * size, kGpu);
+      packed.fill_bytes(0xA5);
+      const char* kernel = launch_conv_dgrad_weight(dtype, x, w.data(), packed.data(), nullptr);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      synchronize(kGpu);
+      EXPECT_STREQ(kernel, size == 2 ? k.kernel_16bit : k.kernel_32bit);
+      const std::vector<uint8_t> got = testing::download(packed);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        const std::size_t source = static_cast<std::size_t>(dgrad_weight_source(x, i)) * size;
+        if (std::memcmp(&got[static_cast<std::size_t>(i) * size], &w_host[source], size) != 0) {
+          if (wrong++ == 0) ADD_FAILURE() << what << ": first wrong element " << i;
+        }
+      }
+      EXPECT_EQ(wrong, 0) << what << " of " << count;
+    }
+  }
+}
+
 // The transposed cases alone (both filter packing kernels and the in-place filter), small enough
 // for compute-sanitizer's memcheck and synccheck (scripts/device.sh runs every *Sanitize* test).
 TEST(GpuConvCudnnSanitize, TransposedFilterPacking) {
