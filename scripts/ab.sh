@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A/B of two builds on one GPU machine, the way kernel changes in docs/perf.md are decided: this
+# checkout (built into build-device/) against another commit checked out as a git worktree in ab/
+# (built into ab/b/), each row timed with both binaries in turn, for several passes, so that
+# machine-to-machine variance does not enter the comparison.
+#
+# Set-up on the developer machine: `git worktree add --detach ab <commit>` (ab/ is in
+# .git/info/exclude), scripts/prepare-device.sh; then on the device (carry [".deps", "ab"]):
+#   bash scripts/ab.sh 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
+# Each argument is `name|gemmkit arguments`; --device cuda:0 --check is added. Settings:
+# GEMMKIT_AB_PASSES (default 2). Output: $OUT/ab.txt, one line per (pass, row, build): the time and check
+# lines of `gemmkit`.
+set -uo pipefail
+[ $# -ge 1 ] || { echo "usage: bash scripts/ab.sh 'name|gemmkit args' ..." >&2; exit 2; }
+[ -d ab ] || { echo "ab/: no worktree of the other commit (see the header)" >&2; exit 2; }
+root=$PWD
+top=${OUT:-$PWD/out}
+mkdir -p "$top"
+cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
+export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
+(cmake -S ab -B ab/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGEMMKIT_CUDA=ON \
+  -DGEMMKIT_GTEST_SOURCE_DIR="$root/.deps/googletest" \
+  -DGEMMKIT_DLPACK_INCLUDE_DIR="$root/.deps/include" \
+  ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$top/ab-build.log" 2>&1 &&
+  nice cmake --build ab/b -j8 --target gemmkit_cli >>"$top/ab-build.log" 2>&1) &
+other=$!
+OUT=$top/build GEMMKIT_BUILD_TARGET=gemmkit_cli bash scripts/device.sh build >"$top/build.txt" 2>&1
+this_status=$?
+wait $other
+other_status=$?
+echo "builds: this checkout status $this_status, ab/ status $other_status"
+[ $this_status -eq 0 ] && [ $other_status -eq 0 ] || { tail -20 "$top/ab-build.log"; exit 1; }
+for pass in $(seq "${GEMMKIT_AB_PASSES:-2}"); do
+  for row in "$@"; do
+    name=${row%%|*}
+    read -r -a args <<<"${row#*|}"
+    for bin in build-device/gemmkit ab/b/gemmkit; do
+      result=$("$bin" "${args[@]}" --device cuda:0 --check 2>&1 | grep -E "^(time|check)" |
+        cut -c1-90 | tr '\n' '|')
+      echo "$pass $name ${bin%%/*} $result"
+    done
+  done
+done | tee "$top/ab.txt"
