@@ -8,8 +8,8 @@
 # .git/info/exclude), scripts/prepare-device.sh; then on the device (carry [".deps", "ab"]):
 #   bash scripts/ab.sh 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
 # Each argument is `name|gemmkit arguments`; --device cuda:0 --check is added. Settings:
-# GEMMKIT_AB_PASSES (default 2). Output: $OUT/ab.txt, one line per (pass, row, build): the time and check
-# lines of `gemmkit`.
+# GEMMKIT_AB_PASSES (default 2). Output: $OUT/ab.txt, one line per (pass, row, build): the time
+# and check lines of `gemmkit`.
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: bash scripts/ab.sh 'name|gemmkit args' ..." >&2; exit 2; }
 [ -d ab ] || { echo "ab/: no worktree of the other commit (see the header)" >&2; exit 2; }
