@@ -158,7 +158,11 @@ std::vector<int64_t> conv_output_shape(const std::vector<int64_t>& x_shape,
 //   input_dilation = stride, kernel_dilation = dilation, flip = true, stride 1,
 //   padding_lo = dilation * (kernel - 1) - padding, padding_hi = padding_lo + output_padding.
 // The weight must be given as (o, kernel..., c / groups) (PyTorch stores (c, o / groups,
-// kernel...): permute it). output_padding must be < stride or < dilation, as in PyTorch.
+// kernel...): permute it). With one group, a strided view whose memory is (c, kernel..., o) —
+// PyTorch's weight in channels-last memory, permuted without a copy — is what cuDNN's
+// backward-data reads, so the CUDA path uses it in place; any other layout is copied into that
+// one on every call (a few microseconds for a VAE-sized layer). output_padding must be < stride
+// or < dilation, as in PyTorch.
 ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
                                  const std::vector<int64_t>& stride,
                                  const std::vector<int64_t>& padding,
