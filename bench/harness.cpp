@@ -46,10 +46,16 @@ struct Operand {
   }
 };
 
-Operand make_operand(DType dtype, int64_t numel, uint64_t seed, double scale, Device device) {
+// Random host data, not yet on the device.
+Operand random_operand(DType dtype, int64_t numel, uint64_t seed, double scale) {
   Operand operand;
   operand.host = HostTensor(dtype, numel);
   fill_random_parallel(operand.host, seed, scale);
+  return operand;
+}
+
+Operand make_operand(DType dtype, int64_t numel, uint64_t seed, double scale, Device device) {
+  Operand operand = random_operand(dtype, numel, seed, scale);
   operand.upload_copy(device);
   return operand;
 }
@@ -359,15 +365,14 @@ CaseResult run_conv_case(const ConvRow& row, const BenchSettings& settings, Peer
   const int64_t reduction = geometry.kernel_positions() * (row.c / row.groups);
   Operand x = make_operand(row.dtype, static_cast<int64_t>(product(x_shape)),
                            derive_seed(settings.seed, kSeedX), kInputScale, device);
-  Operand weight = make_operand(row.dtype, static_cast<int64_t>(product(weight_shape)),
-                                derive_seed(settings.seed, kSeedWeight),
-                                1.0 / std::sqrt(static_cast<double>(reduction)), device);
+  Operand weight = random_operand(row.dtype, static_cast<int64_t>(product(weight_shape)),
+                                  derive_seed(settings.seed, kSeedWeight),
+                                  1.0 / std::sqrt(static_cast<double>(reduction)));
   const std::vector<int64_t> weight_strides = conv_weight_strides(row);
   if (row.weight_filter_layout) {
     weight.image = permuted_image(weight.host, weight_shape, weight_strides);
-    weight.copies.clear();
-    weight.upload_copy(device);
   }
+  weight.upload_copy(device);
   Operand bias;
   if (row.bias)
     bias =

@@ -11,7 +11,6 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -57,10 +56,6 @@ std::string join(const std::vector<int>& values) {
   for (std::size_t i = 0; i < values.size(); ++i)
     text += (i ? "x" : "") + std::to_string(values[i]);
   return text;
-}
-
-bool is_transposed(const ConvRow& row) {
-  return std::any_of(row.idil.begin(), row.idil.end(), [](int64_t v) { return v != 1; });
 }
 
 // The row as the library's conv problem: its geometry, and w's strides for the packing index (no
@@ -148,7 +143,7 @@ CudnnConv cudnn_conv(const ConvRow& row, const CudnnDgradForm* form) {
 // Why cuDNN's inferred output shape (forward: out; backward-data: dy) is not the row's.
 std::string shape_mismatch(const ConvRow& row, const CudnnDgradForm& form,
                            const std::vector<int>& inferred, const std::vector<int>& expected) {
-  if (!is_transposed(row)) return "cuDNN computes a different output shape";
+  if (!conv_is_transposed(row)) return "cuDNN computes a different output shape";
   std::vector<int> lo, hi;
   for (int d = 0; d < row.spatial_dims(); ++d) {
     lo.push_back(static_cast<int>(form.pad_lo[d]));
@@ -185,7 +180,7 @@ class CudnnConvPeer final : public ConvPeer {
   std::string name() const override { return "cudnn"; }
 
   std::string unsupported_reason(const ConvRow& row) const override {
-    if (is_transposed(row)) {
+    if (conv_is_transposed(row)) {
       // Paddings of the backward-data form are checked by prepare (cuDNN infers the sizes).
       try {
         CudnnDgradForm form;
@@ -206,7 +201,7 @@ class CudnnConvPeer final : public ConvPeer {
 
   void prepare(const ConvRow& row, const ConvOperands& operands, Stream stream) override {
     check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-    transposed_ = is_transposed(row);
+    transposed_ = conv_is_transposed(row);
     detail::ConvProblem problem;
     CudnnDgradForm form;
     if (transposed_) {

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "gemmkit/gemmkit.h"
@@ -175,24 +176,23 @@ inline std::vector<int64_t> conv_weight_shape(const ConvRow& row) {
 // Strides (in elements) of the weight view of conv_weight_shape in the row's memory layout.
 inline std::vector<int64_t> conv_weight_strides(const ConvRow& row) {
   const std::vector<int64_t> shape = conv_weight_shape(row);
-  std::vector<int64_t> strides(shape.size());
-  if (!row.weight_filter_layout) {
-    int64_t stride = 1;
-    for (std::size_t d = shape.size(); d-- > 0;) {
-      strides[d] = stride;
-      stride *= shape[d];
-    }
-    return strides;
+  const std::size_t rank = shape.size();
+  // The dims from outermost to innermost in memory: (o, kernel..., c), or (c, kernel..., o).
+  std::vector<std::size_t> order(rank);
+  for (std::size_t d = 0; d < rank; ++d) order[d] = d;
+  if (row.weight_filter_layout) std::swap(order.front(), order.back());
+  std::vector<int64_t> strides(rank);
+  int64_t stride = 1;
+  for (std::size_t i = rank; i-- > 0;) {
+    strides[order[i]] = stride;
+    stride *= shape[order[i]];
   }
-  int64_t stride = 1;  // memory (c, kernel..., o): o fastest, then the kernel dims, then c
-  strides[0] = stride;
-  stride *= shape[0];
-  for (std::size_t d = shape.size() - 1; d-- > 1;) {
-    strides[d] = stride;
-    stride *= shape[d];
-  }
-  strides.back() = stride;
   return strides;
+}
+
+// Whether the row is a transposed convolution (input dilation in some dim).
+inline bool conv_is_transposed(const ConvRow& row) {
+  return std::any_of(row.idil.begin(), row.idil.end(), [](int64_t v) { return v != 1; });
 }
 
 inline std::vector<int64_t> conv_out_spatial(const ConvRow& row) {

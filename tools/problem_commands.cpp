@@ -1,5 +1,4 @@
 // `gemmkit linear` and `gemmkit conv`: one problem, given on the command line.
-#include <algorithm>
 #include <iostream>
 
 #include "bench/report.h"
@@ -141,9 +140,7 @@ int command_conv(const Args& args) {
     throw UsageError("conv: --weight-layout must be ohwi or filter, not '" + layout + "'");
   }
   row.weight_filter_layout = layout == "filter";
-  const bool transposed =
-      std::any_of(row.idil.begin(), row.idil.end(), [](int64_t v) { return v != 1; });
-  if (row.weight_filter_layout && (!transposed || row.groups != 1)) {
+  if (row.weight_filter_layout && (!bench::conv_is_transposed(row) || row.groups != 1)) {
     throw UsageError(
         "conv: --weight-layout filter needs a transposed convolution (--idil > 1) with one group");
   }

@@ -574,6 +574,8 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
   const bool timing = time_it && candidates.size() > 1;
   std::string how = candidates.empty() ? entry->how + ", cached" : "";
 
+  // Transposed: the filter copied into the workspace in cuDNN's layout, or w read in place.
+  const bool pack_filter = c.cudnn_dgrad && !c.dgrad_weight_in_place;
   char* const x = static_cast<char*>(const_cast<void*>(p.x.data));
   char* const w = static_cast<char*>(const_cast<void*>(p.weight.data));
   // Enqueues one execution of `plan`; returns cuDNN's status (no throw: the caller decides).
@@ -582,8 +584,7 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
         c.bias == BiasMode::scratch ? static_cast<void*>(workspace + c.scratch_offset) : p.out.data;
     void* engine_workspace = run.workspace > 0 ? workspace + c.lt_offset : nullptr;
     const int64_t uids[3] = {kUidX, kUidW, kUidY};
-    const bool packed = c.cudnn_dgrad && !c.dgrad_weight_in_place;
-    void* pointers[3] = {x, packed ? workspace + c.weight_t_offset : w, y};
+    void* pointers[3] = {x, pack_filter ? workspace + c.weight_t_offset : w, y};
     Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3);
     pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, 3);
@@ -599,7 +600,7 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
       with_conv_workspace(device, c.lt_offset + most_workspace, stream, why, [&](void* base) {
         char* const workspace = static_cast<char*>(base);
         std::lock_guard<std::mutex> lock(h.mutex);
-        if (c.cudnn_dgrad && !c.dgrad_weight_in_place) {  // before every engine run of the call
+        if (pack_filter) {  // before every engine run of the call
           packing = launch_conv_dgrad_weight(p.weight.dtype, dgrad_weight_index(p), p.weight.data,
                                              workspace + c.weight_t_offset, stream);
           GEMMKIT_CUDA_CHECK(cudaGetLastError());
