@@ -5,16 +5,16 @@
 // Under auto, where an own memory-bound path and cuDNN both serve a shape, the first eager call
 // times both and the faster one serves the shape from then on (raced_choice).
 #include <cstdint>
-#include <map>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
 #include "cuda/common/gpu_timing.h"
+#include "cuda/conv/conv_choice_cache.h"
 #include "cuda/conv/conv_cudnn.h"
 #include "cuda/conv/conv_gemm.h"
 #include "cuda/conv/conv_geometry.h"
@@ -51,9 +51,11 @@ using namespace conv_impl;
 
 // Runs an own (not cuDNN) path. A GEMM path that cuBLASLt or the workspace cannot serve falls
 // back to the generic direct kernel (an Error under algo "gemm"); `config` becomes what ran.
-void run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
+// Returns whether it fell back.
+bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
                   const ConvRequest& request, const DeviceDescription& dev, int device,
                   cudaStream_t s, ConvConfig& config) {
+  bool fell_back = false;
   if (config.path == ConvPath::gemm_1x1 || config.path == ConvPath::unfold_gemm) {
     std::string why;
     if (!run_gemm_path(problem, g, config, device, s, why)) {
@@ -62,6 +64,7 @@ void run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
       }
       config = direct_config(problem, dev, request.algo,
                              config.reason + ", but " + why + ": generic direct kernel instead");
+      fell_back = true;
     }
   }
   ConvPointers ptr;
@@ -95,6 +98,7 @@ void run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
     case ConvPath::cudnn:
       break;  // ran above, or not an own path
   }
+  return fell_back;
 }
 
 // ---- auto's race between an own path and cuDNN ------------------------------------------------
@@ -107,33 +111,22 @@ void run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
 constexpr int kRaceRuns = 10;
 constexpr int kRaceDelayUs = 1000;
 
+// The race's outcome for a call shape (keyed like the choice cache: everything the two
+// candidates' speed depends on), with the chosen config and its text.
 struct RaceResult {
-  bool second = false;  // the challenger won
-  std::string how;
+  ConvConfig chosen;
+  std::string text;  // to_string(chosen)
 };
 
 std::mutex g_race_mutex;
-std::map<std::string, RaceResult>& race_results() {
-  static std::map<std::string, RaceResult> results;
+std::unordered_map<ConvChoiceKey, RaceResult, ConvChoiceKeyHash>& race_results() {
+  static std::unordered_map<ConvChoiceKey, RaceResult, ConvChoiceKeyHash> results;
   return results;
 }
 
-// Everything the two candidates' speed depends on: device, geometry, dtypes, strides, pointer
-// alignment (vector widths) and the workspace budget.
-std::string race_key(const detail::ConvProblem& p, int device, const ConvRequest& request) {
-  std::ostringstream k;
-  k << device << "|" << p.spatial << "|" << p.groups << "|" << p.flip << "|" << p.has_bias << "|"
-    << request.workspace_bytes << "|" << request.small_o;
-  for (int d = 0; d < p.spatial; ++d) {
-    k << "|" << p.stride[d] << "," << p.padding_lo[d] << "," << p.padding_hi[d] << ","
-      << p.kernel_dilation[d] << "," << p.input_dilation[d];
-  }
-  for (const Tensor* t : {&p.x, &p.weight, &p.out}) {
-    k << "|" << static_cast<int>(t->dtype) << ":" << (reinterpret_cast<uintptr_t>(t->data) % 16);
-    for (int d = 0; d < t->rank; ++d) k << "," << t->shape[d] << "/" << t->strides[d];
-  }
-  if (p.has_bias) k << "|b" << static_cast<int>(p.bias.dtype) << "/" << p.bias.strides[0];
-  return k.str();
+ConvChoiceCache& choice_cache() {
+  static ConvChoiceCache cache;
+  return cache;
 }
 
 // Runs `config` (own path or cuDNN); false when cuDNN cannot serve it.
@@ -165,41 +158,35 @@ std::string us_text(double us) {
   return t.str();
 }
 
-// The candidate auto runs for this call (ConvCandidates::race); reason says how it was chosen.
-ConvConfig raced_choice(const detail::ConvProblem& problem, const ConvGeometry& g,
-                        const ConvRequest& request, const DeviceDescription& dev, int device,
-                        cudaStream_t s, const ConvCandidates& c) {
-  const std::string key = race_key(problem, device, request);
-  std::optional<RaceResult> known;
+// The race's result for this call shape (ConvCandidates::race), raced now on its first eager
+// call; nullptr when it cannot be raced on this call (stream capture, or autotuning off): the
+// static choice runs then and the shape stays unraced.
+const RaceResult* raced_choice(const detail::ConvProblem& problem, const ConvGeometry& g,
+                               const ConvRequest& request, const DeviceDescription& dev, int device,
+                               cudaStream_t s, const ConvChoiceKey& key, const ConvCandidates& c) {
   {
     std::lock_guard<std::mutex> lock(g_race_mutex);
     const auto it = race_results().find(key);
-    if (it != race_results().end()) known = it->second;
+    if (it != race_results().end()) return &it->second;  // never erased: the address stays
   }
-  if (!known) {
-    const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
-    if (!autotune || stream_is_capturing(s)) {
-      ConvConfig first = c.first;
-      first.reason += "; not raced against " + std::string(path_name(c.second.path)) +
-                      (autotune ? " (stream capture)" : " (GEMMKIT_CONV_CUDNN_AUTOTUNE=0)");
-      return first;
-    }
-    const double first_us = time_candidate(problem, g, request, dev, device, s, c.first);
-    const double second_us = time_candidate(problem, g, request, dev, device, s, c.second);
-    RaceResult r;
-    r.second = second_us >= 0 && (first_us < 0 || challenger_wins(first_us, second_us));
-    r.how = std::string("timed ") + path_name(c.first.path) + " " +
-            (first_us < 0 ? "(cannot run)" : us_text(first_us)) + " against " +
-            path_name(c.second.path) + " " + (second_us < 0 ? "(cannot run)" : us_text(second_us));
-    std::lock_guard<std::mutex> lock(g_race_mutex);
-    known = race_results().emplace(key, r).first->second;
-  }
-  ConvConfig chosen = known->second ? c.second : c.first;
-  chosen.reason = (known->second ? c.second.reason + " (raced: faster than " +
-                                       std::string(path_name(c.first.path)) + ")"
-                                 : c.first.reason) +
-                  "; " + known->how;
-  return chosen;
+  const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
+  if (!autotune || stream_is_capturing(s)) return nullptr;
+  const double first_us = time_candidate(problem, g, request, dev, device, s, c.first);
+  const double second_us = time_candidate(problem, g, request, dev, device, s, c.second);
+  const bool second = second_us >= 0 && (first_us < 0 || challenger_wins(first_us, second_us));
+  const std::string how = std::string("timed ") + path_name(c.first.path) + " " +
+                          (first_us < 0 ? "(cannot run)" : us_text(first_us)) + " against " +
+                          path_name(c.second.path) + " " +
+                          (second_us < 0 ? "(cannot run)" : us_text(second_us));
+  RaceResult r;
+  r.chosen = second ? c.second : c.first;
+  r.chosen.reason = (second ? c.second.reason + " (raced: faster than " +
+                                  std::string(path_name(c.first.path)) + ")"
+                            : c.first.reason) +
+                    "; " + how;
+  r.text = to_string(r.chosen);
+  std::lock_guard<std::mutex> lock(g_race_mutex);
+  return &race_results().emplace(key, std::move(r)).first->second;
 }
 
 }  // namespace
@@ -214,19 +201,36 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
       options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
       detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"),
       detail::env_setting("GEMMKIT_CONV_SMALL_O"));
-  const ConvCandidates candidates = select_conv_candidates(problem, dev, request);
+  // The choice for this call shape (kept per process: conv_choice_cache.h), then the config to
+  // run and its text: kept with the choice or the race, or built for this call.
+  const ConvChoiceKey key = conv_choice_key(problem, dev, device, request);
+  const std::shared_ptr<const ConvChoice> choice =
+      choice_cache().get(key, [&] { return select_conv_candidates(problem, dev, request); });
+  const ConvCandidates& candidates = choice->candidates;
   const ConvGeometry g = normalize(problem);
   const cudaStream_t s = stream;
-  ConvConfig config = candidates.race
-                          ? raced_choice(problem, g, request, dev, device, s, candidates)
-                          : candidates.first;
+  ConvConfig config = candidates.first;
+  const std::string* text = &choice->first_text;
+  if (candidates.race) {
+    if (const RaceResult* raced =
+            raced_choice(problem, g, request, dev, device, s, key, candidates)) {
+      config = raced->chosen;
+      text = &raced->text;
+    } else {
+      const bool autotune =
+          parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
+      config.reason += "; not raced against " + std::string(path_name(candidates.second.path)) +
+                       (autotune ? " (stream capture)" : " (GEMMKIT_CONV_CUDNN_AUTOTUNE=0)");
+      text = nullptr;
+    }
+  }
 
   if (config.path == ConvPath::cudnn) {
     std::string why, note;
     if (run_cudnn_path(problem, config, device, s, why, note)) {
       info.backend = "cuda";
       info.kernel = kernel_name(config.path);
-      info.reason = to_string(config) + "; " + note;
+      info.reason = (text != nullptr ? *text : to_string(config)) + "; " + note;
       return;
     }
     if (request.algo == "cudnn") {
@@ -236,11 +240,12 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
     own.cudnn_in_auto = false;
     config = select_conv_config(problem, dev, own);
     config.reason = "cuDNN failed (" + why + "), own path instead: " + config.reason;
+    text = nullptr;
   }
-  run_own_path(problem, g, request, dev, device, s, config);
+  if (run_own_path(problem, g, request, dev, device, s, config)) text = nullptr;
   info.backend = "cuda";
   info.kernel = kernel_name(config.path);
-  info.reason = to_string(config);
+  info.reason = text != nullptr ? *text : to_string(config);
 }
 
 }  // namespace gemmkit::cuda
