@@ -457,10 +457,17 @@ __device__ __forceinline__ void depthwise_blocked_tile(const ConvGeometry& g,
   }
 }
 
+// Blocks per SM the blocked kernels are compiled for (their register cap): 7 for the 1-row 3x3
+// tiles (<= 72 registers; their tile loop needs ~70, and without the cap the staging's loads
+// lifted them to 77-80: one block per SM fewer), 4 for the rest (<= 128).
+constexpr int depthwise_blocked_min_blocks(int kw, int th) {
+  return kw == 3 && th == 1 ? 7 : 4;
+}
+
 // Blocked variant: see the file comment. Thread (tx, ty) of tile `tile` computes depthwise_item's
 // channel vector x th rows x run columns.
 template <typename T, typename TOut, int kV, int kKW, int kS, int kTH, int kTW>
-__global__ void __launch_bounds__(kDepthwiseBlockedThreads, 4)
+__global__ void __launch_bounds__(kDepthwiseBlockedThreads, depthwise_blocked_min_blocks(kKW, kTH))
     conv_depthwise_blocked_kernel(const ConvGeometry g, const DepthwiseTiling t,
                                   const T* __restrict__ x, const T* __restrict__ w,
                                   const T* __restrict__ bias, TOut* __restrict__ out) {
