@@ -104,6 +104,54 @@ void emulate_blocked(const ConvProblem& p, const DeviceDescription& dev = kH200)
       }
     }
   }
+  // Vector staging (w_vector_bytes): the kernel's walk over the tile's run of w — element e read
+  // from run + e in whole aligned loads, staged at the slot of its channel and window tap — fills
+  // every slot once, with the element the element walk above puts there.
+  EXPECT_EQ(t.w_vector_bytes, depthwise_blocked_w_vector_bytes(p, g, t, kv));
+  if (t.w_vector_bytes > 0) {
+    const int64_t per = t.w_vector_bytes / static_cast<int64_t>(dtype_size(p.weight.dtype));
+    constexpr int64_t kBatch = 2;  // stage_blocked_weights_vector
+    const int64_t total = width * taps, step = threads * per;
+    EXPECT_EQ(total % per, 0);
+    EXPECT_EQ(g.w_stride[0], taps);
+    EXPECT_EQ(g.w_stride[3], 1);
+    EXPECT_EQ(pointer_alignment(p.weight.data) % t.w_vector_bytes, 0);
+    EXPECT_EQ((width * taps * static_cast<int64_t>(dtype_size(p.weight.dtype))) % t.w_vector_bytes,
+              0);  // every tile's run starts aligned
+    std::vector<int> filled(slot_lc.size(), 0);
+    for (int64_t thread = 0; thread < threads; ++thread) {
+      for (int64_t e0 = thread * per; e0 < total; e0 += kBatch * step) {
+        for (int64_t b = 0; b < kBatch; ++b) {
+          const int64_t e = e0 + b * step;
+          if (e >= total) break;
+          int64_t lc = e / taps, tap = e % taps;
+          for (int64_t i = 0; i < per; ++i) {
+            const int64_t window_tap = g.flip ? taps - 1 - tap : tap;
+            const int64_t at = (lc / kv) * t.w_cv_stride + window_tap * kv + lc % kv;
+            ASSERT_LT(at, static_cast<int64_t>(filled.size()));
+            ++filled[static_cast<std::size_t>(at)];
+            EXPECT_EQ(slot_lc[static_cast<std::size_t>(at)], lc);
+            EXPECT_EQ(slot_tap[static_cast<std::size_t>(at)], window_tap);
+            // The element walk reads channel lc at w offset lc * w_stride[0] + (flip ? taps - 1 -
+            // window_tap : window_tap) * w_stride[3]: run element lc * taps + tap.
+            EXPECT_EQ(
+                lc * g.w_stride[0] + (g.flip ? taps - 1 - window_tap : window_tap) * g.w_stride[3],
+                e + i);
+            if (++tap == taps) {
+              tap = 0;
+              ++lc;
+            }
+          }
+        }
+      }
+    }
+    for (int64_t lc = 0; lc < width; ++lc) {
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        ASSERT_EQ(filled[static_cast<std::size_t>((lc / kv) * t.w_cv_stride + tap * kv + lc % kv)],
+                  1);
+      }
+    }
+  }
 
   const int64_t out_count = g.positions() * g.o;
   const auto out_index = [&](int64_t n, int64_t d0, int64_t oh, int64_t ow, int64_t oc) {
@@ -399,6 +447,35 @@ TEST(ConvDepthwiseBlocked, ExtremeShapes) {
   }
 }
 
+TEST(ConvDepthwiseBlocked, WeightStagingLoadWidth) {
+  const auto bytes = [](const gemmkit_test::Spec& s, void* w = gemmkit_test::fake(0x20000000)) {
+    const ConvConfig c = select_conv_config(make_problem(s, gemmkit_test::fake(0x10000000), w),
+                                            kH200, request("depthwise"));
+    EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
+    return c.depthwise.w_vector_bytes;
+  };
+  // convnext-dw7x7-96: tiles of 32 channels x 49 taps x 2 bytes = 3136 bytes, 16-byte loads.
+  EXPECT_EQ(bytes(depthwise_spec({8, 56, 56, 96}, 7, 1, 3)), 16);
+  // mobilenet-dw3x3-144: 36 x 9 x 2 = 648 bytes per tile, a multiple of 8 only.
+  EXPECT_EQ(bytes(depthwise_spec({8, 56, 56, 144}, 3, 1, 1)), 8);
+  // w only 8-byte aligned: 8-byte loads; 2-byte aligned: element by element.
+  EXPECT_EQ(bytes(depthwise_spec({8, 56, 56, 96}, 7, 1, 3), gemmkit_test::fake(0x20000008)), 8);
+  EXPECT_EQ(bytes(depthwise_spec({8, 56, 56, 96}, 7, 1, 3), gemmkit_test::fake(0x20000002)), 0);
+  // A channel multiplier (1 channel per thread) keeps the run layout.
+  EXPECT_GT(bytes(depthwise_spec({2, 28, 28, 16}, 3, 1, 1, 2)), 0);
+  // Taps not contiguous (a weight view with padded rows): element by element.
+  {
+    gemmkit_test::Spec s = depthwise_spec({2, 28, 28, 16}, 3, 1, 1);
+    const ConvProblem p = make_problem(s);
+    ConvProblem strided = p;
+    strided.weight.strides[0] = 12;  // (o, 3, 3, 1) rows 12 apart: 3 unused elements per channel
+    const ConvConfig c = select_conv_config(strided, kH200, request("depthwise"));
+    EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
+    EXPECT_EQ(c.depthwise.w_vector_bytes, 0);
+    emulate_blocked(strided);
+  }
+}
+
 // The shapes of GpuConv.DepthwiseAndSmallOKernelVariants (tests/gpu/test_gpu_conv.cpp) reach the
 // variants they are named for on an H200: both thread-tile heights, both vector widths, and the
 // window variants for 1-D and for kernel widths the blocked variant does not take.
@@ -443,6 +520,8 @@ TEST(ConvDepthwiseBlocked, EmulationSuiteShapesScaledDown) {
   emulate_blocked(make_problem(depthwise_spec({1, 14, 14, 40}, 7, 1, 3)));
   emulate_blocked(make_problem(depthwise_spec({2, 28, 28, 18}, 3, 1, 1)));
   emulate_blocked(make_problem(depthwise_spec({2, 28, 28, 18}, 3, 2, 1)));
+  emulate_blocked(make_problem(depthwise_spec({2, 15, 17, 70}, 3, 1, 1)));  // partial tiles
+  emulate_blocked(make_problem(depthwise_spec({1, 15, 17, 46}, 7, 1, 3)));
   // 2-row thread tiles and multi-tile blocks (one SM).
   emulate_blocked(make_problem(depthwise_spec({1, 56, 56, 8}, 7, 1, 3)), one_sm());
   emulate_blocked(make_problem(depthwise_spec({2, 28, 28, 18}, 3, 2, 1)), one_sm());

@@ -484,6 +484,9 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   depthwise("dw blocked 5x5 stride 2 c48", {3, 20, 18, 48}, 5, 2, 2, 2, true);
   depthwise("dw blocked 7x7 stride 2 narrow image", {2, 9, 5, 16}, 7, 2, 3, 3, false);
   depthwise("dw blocked 3x3 odd c (1 channel per thread)", {2, 12, 13, 7}, 3, 1, 1, 1, true);
+  // Partial last channel tiles under the vector weight staging (8- and 16-byte loads).
+  depthwise("dw blocked 3x3 c70 (tiles of 36 channels)", {2, 15, 17, 70}, 3, 1, 1, 1, true);
+  depthwise("dw blocked 7x7 c46 (tiles of 16 channels)", {1, 15, 17, 46}, 7, 1, 3, 3, false);
   {
     ConvCase k = make_case("dw blocked multiplier 2 (1 channel per thread)", {2, 13, 15, 12},
                            {24, 3, 3, 1}, dw, "cuda.conv.depthwise");

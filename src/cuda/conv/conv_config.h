@@ -198,6 +198,7 @@ inline std::string to_string(const ConvConfig& c) {
       << " cvt=" << t.cvt << " block_tiles=" << t.rows_per_block << "x" << t.runs_per_block
       << " tiles=" << t.tiles() << " tiles_per_block=" << t.tiles_per_block
       << " smem=" << c.smem_bytes;
+    if (t.variant == kDepthwiseBlocked) s << " w_vector_bytes=" << t.w_vector_bytes;
   }
   if (c.path == ConvPath::small_o) {
     const SmallOTapsTiling& t = c.small_o_taps;
@@ -599,6 +600,21 @@ inline std::string why_not_depthwise_blocked(const detail::ConvProblem& p, const
   return "";
 }
 
+// Bytes per load of the blocked variant's weight staging: 16 or 8 when every channel tile's
+// weights are one run of w — taps contiguous (w_stride[3] = 1, taps one stride apart) and
+// channels back to back (w_stride[0] = taps) — whose start and length are multiples of that many
+// bytes (w's address included); else 0 (a load per element, any strides).
+inline int depthwise_blocked_w_vector_bytes(const detail::ConvProblem& p, const ConvGeometry& g,
+                                            const DepthwiseTiling& t, int64_t v) {
+  const int64_t taps = g.kernel_positions();
+  if (!t.w_linear || g.w_stride[3] != 1 || g.w_stride[0] != taps) return 0;
+  const int64_t tile_bytes = t.cvt * v * taps * elem_size(p.weight.dtype);
+  for (const int bytes : {16, 8}) {
+    if (tile_bytes % bytes == 0 && pointer_alignment(p.weight.data) >= bytes) return bytes;
+  }
+  return 0;
+}
+
 // Threads per multiprocessor below which the blocked variant takes 1-row thread tiles (twice the
 // threads, 1.2x the instructions per FMA): 16 warps, 4 per scheduler, hide the L1 and shared
 // memory latencies of the FMA-bound loop.
@@ -777,6 +793,7 @@ inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDes
     if (no_blocked.empty()) {
       const int64_t v = out_suits(2) && x_suits(2) && fits(2) ? 2 : 1;
       const std::string shape = plan_depthwise_blocked(g, dev, v, blocked);
+      blocked.w_vector_bytes = depthwise_blocked_w_vector_bytes(p, g, blocked, v);
       t = blocked;
       finish(v);
       c.smem_bytes = t.cvt * t.w_cv_stride * 4;

@@ -51,6 +51,7 @@
 // on 132 SMs), 3x3 memory-bound; both against cuDNN's depthwise engines.
 #pragma once
 
+#include <cstring>
 #include <type_traits>
 
 #include "cuda/conv/conv_dtype.cuh"
@@ -251,6 +252,66 @@ __device__ __forceinline__ void stage_blocked_weights(const ConvGeometry& g,
   }
 }
 
+// The same staging where the tile's weights are one run of w aligned to kBytes
+// (t.w_vector_bytes, depthwise_blocked_w_vector_bytes): kBytes per load, kBatch loads in flight
+// per thread. Element e of the run is channel lc = e / taps at w's tap e % taps, staged at window
+// tap (flip ? taps - 1 - tap : tap) as above; elements of channels past o stage 0.
+template <typename T, int kV, int kBytes>
+__device__ __forceinline__ void stage_blocked_weights_vector(const ConvGeometry& g,
+                                                             const DepthwiseTiling& t,
+                                                             int64_t channel_tile, const T* w,
+                                                             uint32_t w_s) {
+  constexpr int kPer = kBytes / static_cast<int>(sizeof(T));
+  constexpr int kBatch = 2;
+  using Chunk = std::conditional_t<kBytes == 16, uint4, uint2>;
+  static_assert(kBytes == 16 || kBytes == 8, "16- or 8-byte loads");
+  const int taps = static_cast<int>(g.kernel_positions());
+  const int threads = static_cast<int>(blockDim.x * blockDim.y);
+  const int width = static_cast<int>(t.cvt) * kV;  // channels of a tile
+  const int64_t oc_base = channel_tile * width;
+  const int channels = static_cast<int>(g.o - oc_base < width ? g.o - oc_base : width);
+  const int count = channels * taps;  // elements of w in the tile
+  const int total = width * taps;     // staged slots, a multiple of kPer
+  const T* run = w + oc_base * taps;
+  const int w_cv_bytes = static_cast<int>(t.w_cv_stride) * 4;
+  const int step = threads * kPer;
+  for (int e0 = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x) * kPer; e0 < total;
+       e0 += kBatch * step) {
+    float value[kBatch][kPer];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int e = e0 + b * step;
+      if (e + kPer <= count) {
+        const Chunk raw = __ldg(reinterpret_cast<const Chunk*>(run + e));
+        T elements[kPer];
+        memcpy(elements, &raw, sizeof(raw));
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) value[b][i] = to_float(elements[i]);
+      } else {  // the tile's last channels (past o: 0), or past the slots (not stored)
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) value[b][i] = e + i < count ? to_float(run[e + i]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int e = e0 + b * step;
+      if (e >= total) break;
+      int lc = e / taps, tap = e - lc * taps;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int window_tap = g.flip ? taps - 1 - tap : tap;
+        const uint32_t at =
+            w_s + static_cast<uint32_t>((lc / kV) * w_cv_bytes + (window_tap * kV + lc % kV) * 4);
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(at), "f"(value[b][i]));
+        if (++tap == taps) {
+          tap = 0;
+          ++lc;
+        }
+      }
+    }
+  }
+}
+
 // kV consecutive floats of shared memory at shared-window address `at` (8-byte aligned for kV 2).
 // volatile: the compiler must neither merge these loads across tiles nor move them across the
 // barriers around a restaging (the staged weights change under the same addresses); ptxas still
@@ -396,10 +457,17 @@ __device__ __forceinline__ void depthwise_blocked_tile(const ConvGeometry& g,
   }
 }
 
+// Blocks per SM the blocked kernels are compiled for (their register cap): 7 for the 1-row 3x3
+// tiles (<= 72 registers; their tile loop needs ~70, and without the cap the staging's loads
+// lifted them to 77-80: one block per SM fewer), 4 for the rest (<= 128).
+constexpr int depthwise_blocked_min_blocks(int kw, int th) {
+  return kw == 3 && th == 1 ? 7 : 4;
+}
+
 // Blocked variant: see the file comment. Thread (tx, ty) of tile `tile` computes depthwise_item's
 // channel vector x th rows x run columns.
 template <typename T, typename TOut, int kV, int kKW, int kS, int kTH, int kTW>
-__global__ void __launch_bounds__(kDepthwiseBlockedThreads, 4)
+__global__ void __launch_bounds__(kDepthwiseBlockedThreads, depthwise_blocked_min_blocks(kKW, kTH))
     conv_depthwise_blocked_kernel(const ConvGeometry g, const DepthwiseTiling t,
                                   const T* __restrict__ x, const T* __restrict__ w,
                                   const T* __restrict__ bias, TOut* __restrict__ out) {
@@ -413,7 +481,13 @@ __global__ void __launch_bounds__(kDepthwiseBlockedThreads, 4)
     const DepthwiseItem item = depthwise_item(g, t, tile, threadIdx.x, threadIdx.y);
     if (item.channel_tile != staged) {  // uniform over the block
       __syncthreads();                  // the previous tile's readers are done
-      stage_blocked_weights<T, kV>(g, t, item.channel_tile, w, w_s_addr);
+      if (t.w_vector_bytes == 16) {
+        stage_blocked_weights_vector<T, kV, 16>(g, t, item.channel_tile, w, w_s_addr);
+      } else if (t.w_vector_bytes == 8) {
+        stage_blocked_weights_vector<T, kV, 8>(g, t, item.channel_tile, w, w_s_addr);
+      } else {
+        stage_blocked_weights<T, kV>(g, t, item.channel_tile, w, w_s_addr);
+      }
       __syncthreads();
       staged = item.channel_tile;
     }

@@ -330,6 +330,9 @@ struct DepthwiseTiling {
   // whether the weight's taps are one stride (w_stride[3]) apart (staging without index math).
   int64_t w_cv_stride = 0;
   bool w_linear = false;
+  // Blocked variant: bytes per load of the weight staging (16 or 8: each channel tile's weights
+  // are one aligned run of w, depthwise_blocked_w_vector_bytes), or 0: element by element.
+  int w_vector_bytes = 0;
   GEMMKIT_CONV_HD int64_t spb() const { return rows_per_block * runs_per_block; }  // blockDim.y
   GEMMKIT_CONV_HD int64_t threads() const { return cvt * spb(); }
   GEMMKIT_CONV_HD int64_t tiles() const { return channel_tiles * spatial_tiles; }
