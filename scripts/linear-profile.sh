@@ -9,10 +9,13 @@ log=$OUT/ncu-linear.txt
 : >"$log"
 # kernel, cluster bound, n, m, k[, extra CLI flags]: the first-session set, then seed-tiny under
 # auto and kimi-k2's router (n 8, 384 x 7168, f32 out), whose ring got slower when the consumer
-# warps began taking slices instead of groups (docs/perf.md).
-for cfg in "ring4 1 1 128 720" "ring4 16 1 128 720" "ring4 16 1 128 2880" "ring8 16 1 128 14336" \
-  "ring16 16 1 128 14336" "reference 16 1 128 2880" "cublaslt 16 1 128 2880" "auto 16 1 128 720" \
-  "auto 16 8 384 7168 --out-dtype f32" "ring8 16 8 384 7168 --out-dtype f32"; do
+# warps began taking slices instead of groups (docs/perf.md). GEMMKIT_PROFILE_CONFIGS replaces
+# the set: ";"-separated configurations of the same form.
+default_configs="ring4 1 1 128 720;ring4 16 1 128 720;ring4 16 1 128 2880;ring8 16 1 128 14336;\
+ring16 16 1 128 14336;reference 16 1 128 2880;cublaslt 16 1 128 2880;auto 16 1 128 720;\
+auto 16 8 384 7168 --out-dtype f32;ring8 16 8 384 7168 --out-dtype f32"
+IFS=';' read -r -a configs <<<"${GEMMKIT_PROFILE_CONFIGS:-$default_configs}"
+for cfg in "${configs[@]}"; do
   set -- $cfg
   kernel=$1 cluster=$2 n=$3 m=$4 k=$5
   shift 5

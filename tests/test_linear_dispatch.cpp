@@ -184,6 +184,36 @@ TEST(LinearDispatch, ForcedKernelsAndTheirErrors) {
   EXPECT_NE(message(s, "warp9").find("GEMMKIT_LINEAR_KERNEL"), std::string::npos);
 }
 
+TEST(LinearDispatch, ForcedRingTiles) {
+  // The variant names as they print select the tile too; the cluster is still chosen.
+  const LinearShape s = bf16_shape(64, 128, 2880);
+  for (const auto& [forced, mt, nt] :
+       std::vector<std::tuple<std::string, int, int>>{{"ring4.t1x1", 1, 1},
+                                                      {"ring8.t1x2", 1, 2},
+                                                      {"ring4.t1x4", 1, 4},
+                                                      {"ring8.t2x4", 2, 4}}) {
+    const LinearConfig c = select_linear_config(s, kH200, forced, true);
+    EXPECT_EQ(c.mt, mt) << forced;
+    EXPECT_EQ(c.nt, nt) << forced;
+    EXPECT_EQ(c.name.rfind(forced + ".c", 0), 0u) << c.name;
+    EXPECT_EQ(c.tiles, ceil_div(128, 16 * mt) * ceil_div(64, 8 * nt)) << forced;
+    expect_within_limits(c, s, kH200);
+  }
+  EXPECT_EQ(select_linear_config(s, kH200, "ring4", true).nt, 4);  // n = 64 chooses 8 x 4 rows
+  const auto message = [&](const std::string& forced) {
+    try {
+      select_linear_config(s, kH200, forced, false);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("ring4.t2x2").find("no ring kernel is built for that tile"), std::string::npos);
+  for (const std::string bad :
+       {"ring4.t1x1x", "ring4.t1", "ring4.", "ring04", "ring 4", "ring4.tx1"})
+    EXPECT_NE(message(bad).find("unknown kernel"), std::string::npos) << bad;
+}
+
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
   LinearDevice small = kH200;
   small.shared_optin = 101376;  // an sm_89-like budget: the ring must shrink or step aside

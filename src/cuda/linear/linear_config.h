@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -119,14 +120,28 @@ inline LinearConfig cublaslt_config(std::string reason) {
   return c;
 }
 
-// Ring variant with `stages` (0 = choose), or a config with an empty name when it cannot serve.
-inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl) {
+// Output tiles the ring kernel is built for, (mt, nt): 16 * mt weight rows by 8 * nt batch rows.
+struct RingTileShape {
+  int mt = 0, nt = 0;
+};
+inline bool ring_tile_built(RingTileShape t) {
+  return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
+}
+
+// Ring variant with `stages` (0 = choose) and `tile` (mt = 0: choose by n and m), or a config
+// with an empty name when it cannot serve.
+inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
+                                RingTileShape tile = {}) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
   c.threads = kRingThreadsHost;
   c.nt = s.n <= 8 ? 1 : s.n <= 16 ? 2 : 4;
   c.mt = (c.nt == 4 && s.m >= 1024) ? 2 : 1;
+  if (tile.mt != 0) {
+    c.mt = tile.mt;
+    c.nt = tile.nt;
+  }
   c.m_tiles = ceil_div(s.m, 16 * c.mt);
   c.tiles = c.m_tiles * ceil_div(s.n, 8 * c.nt);
   const int64_t groups = ceil_div(s.k, kGroupK);
@@ -158,8 +173,9 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   return c;
 }
 
-// forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16", "simt_f32",
-// "cublaslt" to force (Error when the forced kernel cannot serve the problem).
+// forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16" (or with a tile:
+// "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve the
+// problem).
 inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevice& d,
                                          const std::string& forced, bool pdl) {
   const bool hopper = d.sm_major == 9 && d.sm_minor == 0;
@@ -204,21 +220,37 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!hopper) reject("the reference kernel is built for sm_90 only");
     return reference_config(s, d, "forced");
   }
-  if (forced == "ring4" || forced == "ring8" || forced == "ring16") {
+  // "ring<stages>" or "ring<stages>.t<mt>x<nt>", as the variant names print (the cluster is
+  // always chosen).
+  int stages = 0;
+  RingTileShape tile;
+  char tail = 0;
+  const bool ring_name =
+      std::sscanf(forced.c_str(), "ring%d%c", &stages, &tail) >= 1 &&
+      (stages == 4 || stages == 8 || stages == 16) &&
+      (forced == "ring" + std::to_string(stages) ||
+       (std::sscanf(forced.c_str(), "ring%*d.t%dx%d%c", &tile.mt, &tile.nt, &tail) == 2 &&
+        forced == "ring" + std::to_string(stages) + ".t" + std::to_string(tile.mt) + "x" +
+                      std::to_string(tile.nt)));
+  if (ring_name) {
     if (!hopper) reject("ring kernels are built for sm_90 only");
     if (s.in != DType::bf16) reject("ring kernels take bf16 operands only");
     if (!s.tma_compatible)
       reject(
           "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
           "required)");
-    LinearConfig c = ring_config(s, d, std::stoi(forced.substr(4)), pdl);
-    if (c.name.empty() || c.stages != std::stoi(forced.substr(4))) {
+    if (tile.mt != 0 && !ring_tile_built(tile))
+      reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
+    LinearConfig c = ring_config(s, d, stages, pdl, tile);
+    if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
     c.reason = "forced";
     return c;
   }
-  reject("unknown kernel; use auto, reference, ring4, ring8, ring16, simt_f32 or cublaslt");
+  reject(
+      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, e.g. "
+      "ring8.t1x2), simt_f32 or cublaslt");
   return LinearConfig{};
 }
 
