@@ -613,6 +613,40 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   }
 }
 
+// The blocked depthwise kernel's weight staging (whole-tile vector loads, partial last channel
+// tiles, scalar fallbacks) on problems small enough for compute-sanitizer's three tools: 1- and
+// 2-row thread tiles, 16- and 32-bit, odd and multiplier channel layouts, stride 2.
+TEST(GpuConvSanitize, DepthwiseBlockedWeightStaging) {
+  GEMMKIT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
+                             int64_t stride, int64_t multiplier, bool bias) {
+    const int64_t c = x.back();
+    std::vector<int64_t> w{c * multiplier};
+    for (std::size_t d = 1; d + 1 < x.size(); ++d) w.push_back(kernel);
+    w.push_back(1);
+    ConvCase k = make_case(name, std::move(x), std::move(w), {"depthwise"}, "cuda.conv.depthwise");
+    k.params.groups = c;
+    k.params.stride = {stride};
+    k.params.padding_lo = {kernel / 2};
+    k.params.padding_hi = {kernel / 2};
+    k.bias = bias;
+    cases.push_back(k);
+  };
+  depthwise("dw staging 3x3 c70 (tiles of 36 channels)", {2, 15, 17, 70}, 3, 1, 1, true);
+  depthwise("dw staging 7x7 c46 (tiles of 16 channels)", {1, 15, 17, 46}, 7, 1, 1, false);
+  depthwise("dw staging 7x7 c96 1-row tiles", {2, 30, 33, 96}, 7, 1, 1, true);
+  depthwise("dw staging 3x3 stride 2 c40", {2, 17, 23, 40}, 3, 2, 1, true);
+  depthwise("dw staging 5x5 stride 2 c48", {3, 20, 18, 48}, 5, 2, 1, false);
+  depthwise("dw staging 3x3 odd c7", {2, 12, 13, 7}, 3, 1, 1, true);
+  depthwise("dw staging 3x3 multiplier 2", {2, 13, 15, 12}, 3, 1, 2, true);
+  depthwise("dw staging 3x3 c128 2-row tiles", {8, 64, 64, 128}, 3, 1, 1, false);
+  uint64_t seed = 9700;
+  for (const DtypePair& d :
+       {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f32, DType::f32}})
+    for (const ConvCase& c : cases) run_case(c, d, seed += 10);
+}
+
 #ifdef GEMMKIT_WITH_CUDA
 // The taps kernel launched directly (conv_launch.h) next to the tensor-core region kernel on
 // problems both serve: the same products (same k-slot permutation) summed in the same order
