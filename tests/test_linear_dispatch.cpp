@@ -75,8 +75,11 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(128, 2880), 64);
   EXPECT_EQ(family_max_n(32, 2880), 64);
   EXPECT_EQ(family_max_n(256, 7168), 16);
-  EXPECT_EQ(family_max_n(1024, 1024), 8);
+  EXPECT_EQ(family_max_n(1024, 1024), 16);  // seed-mid: 16 x 1024 x 1024
+  EXPECT_EQ(family_max_n(1024, 2048), 8);
   EXPECT_EQ(select_linear_config(bf16_shape(16, 1024, 1024), kH200, "", true).path,
+            LinearPath::tma_ring);
+  EXPECT_EQ(select_linear_config(bf16_shape(17, 1024, 1024), kH200, "", true).path,
             LinearPath::cublaslt);
   EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 4096), kH200, "", true).path,
             LinearPath::tma_ring);
@@ -199,7 +202,14 @@ TEST(LinearDispatch, ForcedRingTiles) {
     EXPECT_EQ(c.tiles, ceil_div(128, 16 * mt) * ceil_div(64, 8 * nt)) << forced;
     expect_within_limits(c, s, kH200);
   }
-  EXPECT_EQ(select_linear_config(s, kH200, "ring4", true).nt, 4);  // n = 64 chooses 8 x 4 rows
+  // Unforced, every n the family serves takes 16 x 8 tiles (the measured crossovers).
+  for (int64_t n : {1, 9, 16, 17, 32, 64}) {
+    const LinearConfig c = select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true);
+    EXPECT_EQ(c.mt * 10 + c.nt, 11) << c.to_string();
+    EXPECT_EQ(select_linear_config(bf16_shape(n, 128, 2880), kH200, "ring4", true).nt, 1);
+  }
+  EXPECT_EQ(select_linear_config(bf16_shape(64, 128, 2880), kH200, "", true).name,
+            "ring16.t1x1.c2");  // 64 tiles: 2 ranks of 3 groups
   const auto message = [&](const std::string& forced) {
     try {
       select_linear_config(s, kH200, forced, false);

@@ -72,7 +72,10 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
   return -1;
 }
 
-const std::vector<std::string> kFastKernels = {"ring4", "ring8", "ring16", "auto"};
+// Every ring depth at the tile auto takes (16 x 8), the wider tiles that can be forced (each once,
+// at a different depth), and auto.
+const std::vector<std::string> kFastKernels = {"ring4",      "ring8",      "ring16", "ring4.t1x2",
+                                               "ring8.t1x4", "ring8.t2x4", "auto"};
 
 TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
@@ -108,7 +111,8 @@ TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
               EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
               continue;
             }
-            ++served[info.kernel.substr(0, info.kernel.find('.', 12))];
+            const bool ring = info.kernel.rfind("cuda.linear.ring", 0) == 0;
+            ++served[ring ? info.kernel.substr(0, info.kernel.rfind(".c")) : info.kernel];
             if (info.kernel == "cuda.linear.cublaslt") {
               // Only above the family's bound, which is outside the bitwise contract.
               EXPECT_GT(n, cuda::linear_family::family_max_n(m, k)) << describe(c);
@@ -296,7 +300,8 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
         LinearCase{1, 128, 2880, true, DType::bf16}}) {
     DeviceLinear problem(c, 3);
     const auto reference = problem.run("reference", 0);
-    for (const std::string kernel : {"ring4", "ring8", "ring16"}) {
+    for (const std::string kernel :
+         {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4", "ring8.t2x4"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

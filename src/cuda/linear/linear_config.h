@@ -58,10 +58,10 @@ constexpr int kReferenceThreads = 128;
 
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
 // (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 64 where the weight is
-// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024.
+// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024 and at 1024 x 1024.
 inline int64_t family_max_n(int64_t m, int64_t k) {
   if (m <= 128 && k <= 2880) return kFamilyMaxN;
-  if (m < 1024) return 16;
+  if (m < 1024 || (m == 1024 && k <= 1024)) return 16;
   return 8;
 }
 constexpr int kRingThreadsHost = 160;
@@ -136,8 +136,11 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
   c.threads = kRingThreadsHost;
-  c.nt = s.n <= 8 ? 1 : s.n <= 16 ? 2 : 4;
-  c.mt = (c.nt == 4 && s.m >= 1024) ? 2 : 1;
+  // One 16 x 8 tile per CTA whatever n: wider batch tiles measured slower at every n the family
+  // serves (H200, docs/perf.md: 1 x 128 x 2880 takes 2.46 us at t1x1 against 3.52 at t1x4; at
+  // n = 16..64 more, smaller tiles beat fewer, wider ones by 0.3-1.6 us).
+  c.nt = 1;
+  c.mt = 1;
   if (tile.mt != 0) {
     c.mt = tile.mt;
     c.nt = tile.nt;

@@ -16,8 +16,9 @@
 // (distributed shared memory stores). Rank 0 alone folds the group sums in ascending group
 // order, adds the bias and stores; every load of the fold is local, and the other ranks exit as
 // soon as they have pushed. Two phases of the split cluster barrier order it: every thread
-// arrives at the start and waits before its first push (every CTA of the cluster is running), and
-// arrives again after its pushes (release), where only rank 0 waits (acquire) before folding.
+// arrives at the start (relaxed) and waits only before its first push (every CTA of the cluster
+// is running; the MMAs do not wait for it), and arrives again after its pushes (release), where
+// only rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it.
 //
@@ -123,7 +124,8 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   }
   __syncthreads();
   ptx::launch_dependents();
-  if (clustered) ptx::cluster_arrive_release();
+  // Phase 1 says only "this CTA runs" (nothing before it is read remotely): relaxed.
+  if (clustered) ptx::cluster_arrive_relaxed();
 
   if (warp == kRingConsumerWarps) {
     // Producer: one lane streams the run's slices through the ring in ascending order.
@@ -168,7 +170,6 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     // MMAs from zero, and leaves its partial in slice_sums.
     constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
     static_assert(kStages % kGroupSlices == 0 && kBatch >= 1, "ring depth: multiple of 4");
-    if (clustered) ptx::cluster_wait_acquire();  // every CTA of the cluster runs from here on
     const uint32_t ring_address = ptx::smem_address(ring);
     const int group = lane >> 2;
     const int thread_in_group = lane & 3;
@@ -221,6 +222,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, pushed to rank 0's
     // fold buffer. Rows outside out are never read, so they are not sent.
     ptx::named_barrier_sync(1, 32 * kRingConsumerWarps);  // every slice partial is written
+    // Every CTA of the cluster runs from here on; waiting only now lets the MMAs overlap the
+    // start of the cluster's other CTAs.
+    if (clustered) ptx::cluster_wait_acquire();
     const uint32_t fold_address = clustered ? ptx::cluster_address(fold_sums, 0) : 0;
     for (int f = static_cast<int>(threadIdx.x); f < local_groups * kElements;
          f += 32 * kRingConsumerWarps) {
