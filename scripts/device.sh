@@ -68,7 +68,12 @@ if [ "$what" = all ] || [ "$what" = test ]; then
       if [ $tool = racecheck ]; then
         if [[ $filter == *-* ]]; then filter="$filter:GpuConvCudnn*"; else filter="$filter:-GpuConvCudnn*"; fi
       fi
-      timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
+      # Racecheck also runs with cuDNN out of auto (GEMMKIT_CONV_CUDNN=0): auto may time cuDNN's
+      # engines as candidates, and racecheck crawls through them (a small depthwise test ran past
+      # 240 s with them in the race).
+      cudnn_in_auto=1
+      [ $tool = racecheck ] && cudnn_in_auto=0
+      GEMMKIT_CONV_CUDNN=$cudnn_in_auto timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
         "$bin/tests/gemmkit_gpu_tests" --gtest_filter="$filter" >"$OUT/sanitize-$tool.log" 2>&1
       note "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
     done
