@@ -92,12 +92,12 @@ __device__ __forceinline__ uint32_t cluster_size() {
 
 // Split cluster barrier: every thread of every CTA arrives (release: its earlier writes become
 // visible) and later waits (acquire) before arriving again; a thread may exit after arriving.
-// Arrival that orders no memory (a phase that only says "this CTA runs").
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
 __device__ __forceinline__ void cluster_arrive_release() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+// An arrival that orders no memory, for a phase that only says "this CTA runs".
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");

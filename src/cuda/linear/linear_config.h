@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -129,6 +128,38 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>]" (the cluster is always
+// chosen). A tile left out stays {0, 0}: chosen as auto would.
+struct RingName {
+  int stages = 0;
+  RingTileShape tile;
+};
+inline bool parse_ring_name(const std::string& name, RingName& out) {
+  RingName r;
+  std::size_t at = 0;
+  // A positive decimal without a leading zero, at `at`.
+  const auto number = [&](int& value) {
+    std::size_t end = at;
+    while (end < name.size() && end - at < 3 && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == at || name[at] == '0') return false;
+    value = std::stoi(name.substr(at, end - at));
+    at = end;
+    return true;
+  };
+  const auto literal = [&](const char* text) {
+    const std::string t(text);
+    if (name.compare(at, t.size(), t) != 0) return false;
+    at += t.size();
+    return true;
+  };
+  if (!literal("ring") || !number(r.stages)) return false;
+  if (r.stages != 4 && r.stages != 8 && r.stages != 16) return false;
+  if (literal(".t") && (!number(r.tile.mt) || !literal("x") || !number(r.tile.nt))) return false;
+  if (at != name.size()) return false;
+  out = r;
+  return true;
+}
+
 // Ring variant with `stages` (0 = choose) and `tile` (mt = 0: choose by n and m), or a config
 // with an empty name when it cannot serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
@@ -224,18 +255,10 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!hopper) reject("the reference kernel is built for sm_90 only");
     return reference_config(s, d, "forced");
   }
-  // "ring<stages>" or "ring<stages>.t<mt>x<nt>", as the variant names print (the cluster is
-  // always chosen).
-  int stages = 0;
-  RingTileShape tile;
-  char tail = 0;
-  const bool ring_name =
-      std::sscanf(forced.c_str(), "ring%d%c", &stages, &tail) >= 1 &&
-      (stages == 4 || stages == 8 || stages == 16) &&
-      (forced == "ring" + std::to_string(stages) ||
-       (std::sscanf(forced.c_str(), "ring%*d.t%dx%d%c", &tile.mt, &tile.nt, &tail) == 2 &&
-        forced == "ring" + std::to_string(stages) + ".t" + std::to_string(tile.mt) + "x" +
-                      std::to_string(tile.nt)));
+  RingName ring;
+  const bool ring_name = parse_ring_name(forced, ring);
+  const int stages = ring.stages;
+  const RingTileShape tile = ring.tile;
   if (ring_name) {
     if (!hopper) reject("ring kernels are built for sm_90 only");
     if (s.in != DType::bf16) reject("ring kernels take bf16 operands only");
