@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Crossover sweep for the linear dispatch (device machine, after scripts/device.sh built): the
 # decode suite under each forced kernel, cluster bound and PDL setting; one table (a column per
-# setting, µs per row) on stdout and in $OUT/sweep.txt. Settings (space-separated lists):
-# GEMMKIT_SWEEP_KERNELS (default "auto ring4 ring8 ring16"), GEMMKIT_SWEEP_CLUSTERS ("16 1"),
-# GEMMKIT_SWEEP_PDL ("1 0").
+# setting, µs per row) on stdout and in $OUT/sweep.txt. Graphs of 200 calls, as the benchmark
+# times the suite (graphs of 20 put seed-mid 0.3 us faster than the benchmark then measured).
+# Settings (space-separated lists): GEMMKIT_SWEEP_KERNELS (default "auto ring4 ring8 ring16"),
+# GEMMKIT_SWEEP_CLUSTERS ("16 1"), GEMMKIT_SWEEP_PDL ("1 0").
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -15,7 +16,7 @@ for pdl in ${GEMMKIT_SWEEP_PDL:-1 0}; do
       tag="pdl$pdl-c$cluster-$kernel"
       GEMMKIT_LINEAR_PDL=$pdl GEMMKIT_LINEAR_MAX_CLUSTER=$cluster GEMMKIT_LINEAR_KERNEL=$kernel \
         timeout 60 "$bin" bench --suite .deps/suites/linear-decode.csv --device cuda:0 \
-        --json "$runs/sweep-$tag.json" >/dev/null 2>&1
+        --reps 200 --json "$runs/sweep-$tag.json" >/dev/null 2>&1
     done
   done
 done
