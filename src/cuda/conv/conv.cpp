@@ -159,18 +159,25 @@ std::string us_text(double us) {
 }
 
 // The race's result for this call shape (ConvCandidates::race), raced now on its first eager
-// call; nullptr when it cannot be raced on this call (stream capture, or autotuning off): the
-// static choice runs then and the shape stays unraced.
+// call; nullptr when it cannot be raced on this call (stream capture, or autotuning off; `why_not`
+// says which): the static choice runs then and the shape stays unraced.
 const RaceResult* raced_choice(const detail::ConvProblem& problem, const ConvGeometry& g,
                                const ConvRequest& request, const DeviceDescription& dev, int device,
-                               cudaStream_t s, const ConvChoiceKey& key, const ConvCandidates& c) {
+                               cudaStream_t s, const ConvChoiceKey& key, const ConvCandidates& c,
+                               std::string& why_not) {
   {
     std::lock_guard<std::mutex> lock(g_race_mutex);
     const auto it = race_results().find(key);
     if (it != race_results().end()) return &it->second;  // never erased: the address stays
   }
-  const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
-  if (!autotune || stream_is_capturing(s)) return nullptr;
+  if (!parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"))) {
+    why_not = "GEMMKIT_CONV_CUDNN_AUTOTUNE=0";
+    return nullptr;
+  }
+  if (stream_is_capturing(s)) {
+    why_not = "stream capture";
+    return nullptr;
+  }
   const double first_us = time_candidate(problem, g, request, dev, device, s, c.first);
   const double second_us = time_candidate(problem, g, request, dev, device, s, c.second);
   const bool second = second_us >= 0 && (first_us < 0 || challenger_wins(first_us, second_us));
@@ -212,15 +219,14 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   ConvConfig config = candidates.first;
   const std::string* text = &choice->first_text;
   if (candidates.race) {
+    std::string not_raced;
     if (const RaceResult* raced =
-            raced_choice(problem, g, request, dev, device, s, key, candidates)) {
+            raced_choice(problem, g, request, dev, device, s, key, candidates, not_raced)) {
       config = raced->chosen;
       text = &raced->text;
     } else {
-      const bool autotune =
-          parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
       config.reason += "; not raced against " + std::string(path_name(candidates.second.path)) +
-                       (autotune ? " (stream capture)" : " (GEMMKIT_CONV_CUDNN_AUTOTUNE=0)");
+                       " (" + not_raced + ")";
       text = nullptr;
     }
   }

@@ -112,10 +112,11 @@ inline ConvChoiceKey conv_choice_key(const detail::ConvProblem& p, const DeviceD
   return k;
 }
 
-// A kept choice: select_conv_candidates' result and the text of each candidate.
+// A kept choice: select_conv_candidates' result and the text of the candidate that runs unless
+// a race picks (the race keeps its own text: RaceResult in conv.cpp).
 struct ConvChoice {
   ConvCandidates candidates;
-  std::string first_text, second_text;  // to_string of candidates.first / .second
+  std::string first_text;  // to_string(candidates.first)
 };
 
 constexpr std::size_t kConvChoiceCapacity = 4096;
@@ -133,7 +134,6 @@ class ConvChoiceCache {
     auto choice = std::make_shared<ConvChoice>();
     choice->candidates = select();
     choice->first_text = to_string(choice->candidates.first);
-    if (choice->candidates.race) choice->second_text = to_string(choice->candidates.second);
     std::lock_guard<std::mutex> lock(mutex_);
     if (choices_.size() >= kConvChoiceCapacity) choices_.clear();
     return choices_.emplace(key, std::move(choice)).first->second;
