@@ -217,8 +217,33 @@ TEST(LinearDispatch, ForcedRingTiles) {
   };
   EXPECT_NE(message("ring4.t2x2").find("no ring kernel is built for that tile"), std::string::npos);
   for (const std::string bad :
-       {"ring4.t1x1x", "ring4.t1", "ring4.", "ring04", "ring 4", "ring4.tx1"})
+       {"ring4.t1x1x", "ring4.t1", "ring4.", "ring04", "ring 4", "ring4.tx1", "ring4.p",
+        "ring4.p4.t1x1", "ring4.t1x1.p04", "ring4.p4.c2"})
     EXPECT_NE(message(bad).find("unknown kernel"), std::string::npos) << bad;
+}
+
+TEST(LinearDispatch, RingProducerWarps) {
+  const LinearShape s = bf16_shape(8, 128, 2880);
+  const LinearConfig one = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(one.producers, 1);
+  EXPECT_EQ(one.threads, 160);
+  EXPECT_EQ(one.name, "ring4.t1x1.c6");
+  LinearDevice four = kH200;
+  four.ring_producers = 4;
+  const LinearConfig auto4 = select_linear_config(s, four, "", true);
+  EXPECT_EQ(auto4.producers, 4);
+  EXPECT_EQ(auto4.threads, 256);
+  EXPECT_EQ(auto4.name, "ring4.t1x1.p4.c6");
+  // Forced names override the device's setting either way.
+  EXPECT_EQ(select_linear_config(s, kH200, "ring8.p4", true).name, "ring8.t1x1.p4.c6");
+  EXPECT_EQ(select_linear_config(s, four, "ring8.t1x2.p1", true).name, "ring8.t1x2.c6");
+  EXPECT_EQ(select_linear_config(s, four, "ring8.t1x2.p1", true).threads, 160);
+  try {
+    select_linear_config(s, kH200, "ring8.p2", true);
+    ADD_FAILURE() << "ring8.p2 did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("producer warps: 1 or 4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
