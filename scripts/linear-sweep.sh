@@ -2,9 +2,10 @@
 # Crossover sweep for the linear dispatch (device machine, after scripts/device.sh built): the
 # decode suite under each forced kernel, cluster bound and PDL setting; one table (a column per
 # setting, µs per row) on stdout and in $OUT/sweep.txt. Graphs of 200 calls, as the benchmark
-# times the suite (graphs of 20 put seed-mid 0.3 us faster than the benchmark then measured). Settings (space-separated lists):
-# GEMMKIT_SWEEP_KERNELS (default "auto ring4 ring8 ring16"), GEMMKIT_SWEEP_CLUSTERS ("16 1"),
-# GEMMKIT_SWEEP_PDL ("1 0"), GEMMKIT_SWEEP_PRODUCERS (ring producer warps, "1").
+# times the suite (graphs of 20 put seed-mid 0.3 us faster than the benchmark then measured).
+# Settings (space-separated lists): GEMMKIT_SWEEP_KERNELS (default "auto ring4 ring8 ring16"),
+# GEMMKIT_SWEEP_CLUSTERS ("16 1"), GEMMKIT_SWEEP_PDL ("1 0"), GEMMKIT_SWEEP_PRODUCERS (ring
+# producer warps, "1").
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
