@@ -20,7 +20,7 @@ struct LinearDevice {
   bool cluster_launch = true;
   int64_t max_grid_x = 2147483647;
   int max_cluster = 16;    // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
-  int ring_producers = 1;  // producer warps of the ring kernel, 1 or 4 (GEMMKIT_LINEAR_PRODUCERS)
+  int ring_producers = 4;  // producer warps of the ring kernel, 1 or 4 (GEMMKIT_LINEAR_PRODUCERS)
 };
 
 struct LinearShape {
@@ -35,7 +35,7 @@ enum class LinearPath { reference, tma_ring, simt_f32, cublaslt };
 
 struct LinearConfig {
   LinearPath path = LinearPath::reference;
-  std::string name;    // kernel name, e.g. "ring16.t1x1.c4"
+  std::string name;    // kernel name, e.g. "ring16.t1x1.p4.c4"
   std::string reason;  // why it was chosen
   bool pdl = false;
   // tma_ring
@@ -59,11 +59,12 @@ constexpr int kReferenceThreads = 128;
 
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
 // (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 64 where the weight is
-// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024 (seed-mid, 16 x 1024 x 1024, stays
-// with cuBLASLt: ring8.t1x1 measured 3.72 us against its 3.69 with PDL, 4.22 without).
+// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024 or up to a 1024 x 1024 weight
+// (seed-mid, 16 x 1024 x 1024: ring8.t1x1.p4 measured 3.37 us against cuBLASLt's 3.67 with PDL;
+// with one producer warp it was 3.77).
 inline int64_t family_max_n(int64_t m, int64_t k) {
   if (m <= 128 && k <= 2880) return kFamilyMaxN;
-  if (m < 1024) return 16;
+  if (m < 1024 || m * k <= 1024 * 1024) return 16;
   return 8;
 }
 constexpr int kRingMaxCluster = 16;  // above 8 needs the non-portable cluster opt-in
@@ -208,8 +209,8 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
-           std::to_string(c.nt) + (c.producers == 1 ? "" : ".p" + std::to_string(c.producers)) +
-           ".c" + std::to_string(c.cluster);
+           std::to_string(c.nt) + ".p" + std::to_string(c.producers) + ".c" +
+           std::to_string(c.cluster);
   return c;
 }
 

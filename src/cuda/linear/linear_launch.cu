@@ -291,7 +291,7 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
   d.max_cluster = std::min(max_cluster, max_cluster_limit);
   static const int producers = [] {
     const char* v = std::getenv("GEMMKIT_LINEAR_PRODUCERS");
-    if (v == nullptr || *v == '\0') return 1;
+    if (v == nullptr || *v == '\0') return 4;
     const std::string text(v);
     if (text != "1" && text != "4") {
       throw Error("gemmkit::linear: GEMMKIT_LINEAR_PRODUCERS '" + text + "': must be 1 or 4");

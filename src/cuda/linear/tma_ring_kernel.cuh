@@ -23,7 +23,8 @@
 // is running; the MMAs do not wait for it), and arrives again after its pushes (release), where
 // only rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
-// and out are touched only after it.
+// and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
+// and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
 //
 // Wins: small n (decode batches, MoE routers), where the work is streaming w from HBM: the
 // cluster split spreads one weight tile over up to 16 SMs, and there is one kernel, no workspace.
@@ -119,6 +120,23 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
+  // Rank 0's bias values, read by every thread right after its griddepcontrol.wait (the bias may
+  // belong to the preceding kernel) so that the load overlaps the ring instead of delaying the
+  // store. Sized for the smallest block; a larger one leaves its last elements empty.
+  constexpr int kPerThread = (kElements + kRingMinThreads - 1) / kRingMinThreads;
+  float bias_values[kPerThread];
+  const auto load_bias = [&] {
+    if (rank != 0) return;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
+      const int64_t row_w = m0 + e % Tile::kRowsW;
+      bias_values[j] = bias != nullptr && e < kElements && row_w < m
+                           ? __bfloat162float(bias[row_w * bias_stride])
+                           : 0.f;
+    }
+  };
+
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(&full[s], 1);
@@ -172,9 +190,14 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
         load_x(i);
       }
     }
+    ptx::grid_dependency_wait();
+    load_bias();
     __syncwarp();
     if (clustered) ptx::cluster_wait_acquire();
   } else {
+    // The consumers have nothing to do before the activations land, which follows the wait.
+    ptx::grid_dependency_wait();
+    load_bias();
     // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
     // MMAs from zero, and leaves its partial in slice_sums.
     constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
@@ -261,20 +284,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
     __syncthreads();
   }
 
-  // Rank 0: fold every group sum of the tile in ascending group order, then the bias.
-  ptx::grid_dependency_wait();  // bias and out may belong to the preceding kernel
-  // Sized for the smallest block; a larger one leaves its last elements empty.
-  constexpr int kPerThread = (kElements + kRingMinThreads - 1) / kRingMinThreads;
+  // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
+  // thread has passed griddepcontrol.wait, so out may be written.
   const int threads = static_cast<int>(blockDim.x);
-  float bias_values[kPerThread];  // requested before the wait for the other ranks
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * threads;
-    const int64_t row_w = m0 + e % Tile::kRowsW;
-    bias_values[j] = bias != nullptr && e < kElements && row_w < m
-                         ? __bfloat162float(bias[row_w * bias_stride])
-                         : 0.f;
-  }
   if (clustered) ptx::cluster_wait_acquire();  // every rank's pushes are visible
   constexpr int kBatch = 8;                    // loads in flight per thread before their adds
 #pragma unroll
