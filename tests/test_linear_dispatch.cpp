@@ -226,28 +226,6 @@ TEST(LinearDispatch, ForcedRingTiles) {
     EXPECT_NE(message(bad).find("unknown kernel"), std::string::npos) << bad;
 }
 
-TEST(LinearDispatch, ThirtyTwoStageRingIsBuiltForTheSmallestTile) {
-  // 128 x 2880 unclustered: 23 slices, all in one ring of 32 (192 KiB of stages).
-  LinearDevice unclustered = kH200;
-  unclustered.max_cluster = 1;
-  const LinearConfig c =
-      select_linear_config(bf16_shape(8, 128, 2880), unclustered, "ring32", true);
-  EXPECT_EQ(c.name, "ring32.t1x1.p4.c1");
-  EXPECT_LE(c.shared_bytes, unclustered.shared_optin);
-  const auto message = [&](int64_t k, const std::string& forced) {
-    try {
-      select_linear_config(bf16_shape(8, 128, k), unclustered, forced, true);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message(2880, "ring32.t1x2").find("t1x1 tile only"), std::string::npos);
-  // k = 14336 unclustered: 28 group sums and 112 slice partials leave no room for 32 stages.
-  EXPECT_NE(message(14336, "ring32").find("does not fit"), std::string::npos);
-  EXPECT_NE(message(2880, "ring64").find("unknown kernel"), std::string::npos);
-}
-
 TEST(LinearDispatch, RingProducerWarps) {
   // Four producer warps by default (measured faster on every family row of the decode suite);
   // GEMMKIT_LINEAR_PRODUCERS=1 sets one on the device, and names always print the count.

@@ -73,11 +73,10 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
 }
 
 // Every ring depth at the tile auto takes (16 x 8), with four producer warps (the default) and
-// with one (ring32: the default only), the wider tiles that can be forced (each once, at a
-// different depth), and auto.
+// with one, the wider tiles that can be forced (each once, at a different depth), and auto.
 const std::vector<std::string> kFastKernels = {
-    "ring4",         "ring8",    "ring16",   "ring32",    "ring4.t1x2", "ring8.t1x4",
-    "ring8.t2x4.p1", "ring4.p1", "ring8.p1", "ring16.p1", "auto"};
+    "ring4",         "ring8",    "ring16",   "ring4.t1x2", "ring8.t1x4",
+    "ring8.t2x4.p1", "ring4.p1", "ring8.p1", "ring16.p1",  "auto"};
 
 TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
@@ -267,9 +266,9 @@ void check_chain(int length, int pdl, const std::string& kernel) {
 
 TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
   GEMMKIT_REQUIRE_GPU();
-  // auto (four producer warps), one producer warp, and the 32-stage ring (the most weight
-  // requested before griddepcontrol.wait); each waits before its activation loads.
-  for (const std::string kernel : {"auto", "ring4.p1", "ring32"}) {
+  // auto (one producer warp) and four producer warps, each of which waits before its
+  // activation loads.
+  for (const std::string kernel : {"auto", "ring4.p1"}) {
     for (int length : {2, 8, 64}) {
       check_chain(length, 1, kernel);
       check_chain(length, 0, kernel);
@@ -307,9 +306,8 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
         LinearCase{1, 128, 2880, true, DType::bf16}}) {
     DeviceLinear problem(c, 3);
     const auto reference = problem.run("reference", 0);
-    for (const std::string kernel :
-         {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4", "ring8.t2x4", "ring32",
-          "ring4.p1", "ring16.p1", "ring8.t1x4.p1"}) {
+    for (const std::string kernel : {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4",
+                                     "ring8.t2x4", "ring4.p1", "ring16.p1", "ring8.t1x4.p1"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

@@ -68,9 +68,6 @@ inline int64_t family_max_n(int64_t m, int64_t k) {
   return 8;
 }
 constexpr int kRingMaxCluster = 16;  // above 8 needs the non-portable cluster opt-in
-// The deepest ring, built for the 16 x 8 tile only: 32 slices (k = 4096, 192 KiB) in flight, so
-// one CTA can request a router's whole weight tile before griddepcontrol.wait.
-constexpr int kRingWholeStages = 32;
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -159,7 +156,7 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
     return true;
   };
   if (!literal("ring") || !number(r.stages)) return false;
-  if (r.stages != 4 && r.stages != 8 && r.stages != 16 && r.stages != 32) return false;
+  if (r.stages != 4 && r.stages != 8 && r.stages != 16) return false;
   if (literal(".t") && (!number(r.tile.mt) || !literal("x") || !number(r.tile.nt))) return false;
   if (literal(".p") && !number(r.producers)) return false;
   if (at != name.size()) return false;
@@ -217,9 +214,9 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   return c;
 }
 
-// forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16", "ring32" (or with a
-// tile: "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve
-// the problem).
+// forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16" (or with a tile:
+// "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve the
+// problem).
 inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevice& d,
                                          const std::string& forced, bool pdl) {
   const bool hopper = d.sm_major == 9 && d.sm_minor == 0;
@@ -277,8 +274,6 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
           "required)");
     if (tile.mt != 0 && !ring_tile_built(tile))
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
-    if (stages == kRingWholeStages && tile.mt != 0 && (tile.mt != 1 || tile.nt != 1))
-      reject("ring32 is built for the t1x1 tile only");
     if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)
       reject("producer warps: 1 or 4 (p1, p4)");
     LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers);
@@ -289,8 +284,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return c;
   }
   reject(
-      "unknown kernel; use auto, reference, ring4, ring8, ring16, ring32 (optionally with a tile "
-      "and a "
+      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile and a "
       "producer count, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4), simt_f32 or cublaslt");
   return LinearConfig{};
 }

@@ -163,15 +163,10 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
       return launch_ring_stages<Out, 8>(p, c, s, device);
     case 16:
       return launch_ring_stages<Out, 16>(p, c, s, device);
-    case kRingWholeStages:
-      if (c.mt == 1 && c.nt == 1)
-        return launch_ring_instance<Out, kRingWholeStages, 1, 1>(p, c, s, device);
-      break;
     default:
-      break;
+      throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(c.stages) +
+                  " stages");
   }
-  throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(c.stages) +
-              " stages and tile " + std::to_string(c.mt) + "x" + std::to_string(c.nt));
 }
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
