@@ -11,7 +11,8 @@
 # compute-sanitizer), GEMMKIT_SANITIZE_FILTER (gtest filter run under each sanitizer tool; default
 # the linear sanitizer test and the conv kernel-variant tests), GEMMKIT_RACECHECK_FILTER (the
 # same for racecheck alone, the slowest tool), GEMMKIT_BENCH_SUITES (suite names),
-# GEMMKIT_BUILD_TARGET (one target), GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT (seconds),
+# GEMMKIT_BUILD_TARGET (one target), GEMMKIT_GPU_TIMEOUT / GEMMKIT_BENCH_TIMEOUT /
+# GEMMKIT_SANITIZE_TIMEOUT (seconds),
 # GEMMKIT_BENCH_OWN=0 (conv suites: skip the second, own-paths-only run).
 set -uo pipefail
 what=${1:-all}
@@ -73,7 +74,7 @@ if [ "$what" = all ] || [ "$what" = test ]; then
       # 240 s with them in the race).
       cudnn_in_auto=1
       [ $tool = racecheck ] && cudnn_in_auto=0
-      GEMMKIT_CONV_CUDNN=$cudnn_in_auto timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
+      GEMMKIT_CONV_CUDNN=$cudnn_in_auto timeout ${GEMMKIT_SANITIZE_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 9 \
         "$bin/tests/gemmkit_gpu_tests" --gtest_filter="$filter" >"$OUT/sanitize-$tool.log" 2>&1
       note "compute-sanitizer $tool: status $? in $((SECONDS - start)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
     done

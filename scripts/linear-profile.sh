@@ -25,6 +25,7 @@ for cfg in "${configs[@]}"; do
   GEMMKIT_LINEAR_KERNEL=$kernel GEMMKIT_LINEAR_MAX_CLUSTER=$cluster timeout 90 ncu --clock-control none \
     --cache-control none -c 3 -k regex:'linear|gemm|Kernel' --section SpeedOfLight \
     --section LaunchStats --section WarpStateStats --section SchedulerStats --section SourceCounters \
+    --section MemoryWorkloadAnalysis \
     --metrics gpu__time_duration.sum,smsp__cycles_active.avg,sm__cycles_elapsed.max \
     --import-source no -f -o "$report" \
     "$bin" linear --n "$n" --m "$m" --k "$k" --bias "$@" --device cuda:0 --reps 2 >/dev/null 2>&1

@@ -13,7 +13,7 @@ for path in sorted(glob.glob(os.path.join(folder, "sweep-*.json"))):
         continue
     runs[tag] = {r["name"]: r for r in rows}
 tags = sorted(runs)
-print("row".ljust(26) + "".join(t.replace("pdl", "p").replace("ring", "r")[:14].rjust(15) for t in tags))
+print("row".ljust(26) + "".join(t.replace("pdl", "").replace("ring", "r")[:16].rjust(17) for t in tags))
 names = list(next(iter(runs.values())).keys()) if runs else []
 for name in names:
     cells = []
@@ -21,4 +21,4 @@ for name in names:
         r = runs[t].get(name)
         ok = r and r.get("gemmkit", {}).get("ran") and r["gemmkit"].get("check", {}).get("passed")
         cells.append(f'{r["gemmkit"]["median_us"]:.2f}' if ok else "-")
-    print(name[:25].ljust(26) + "".join(c.rjust(15) for c in cells))
+    print(name[:25].ljust(26) + "".join(c.rjust(17) for c in cells))

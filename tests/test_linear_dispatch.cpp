@@ -68,15 +68,19 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
   // Two groups (k = 720) stay in one CTA with a ring that holds all six slices.
   const LinearConfig tiny = select_linear_config(bf16_shape(1, 128, 720), kH200, "", true);
   EXPECT_EQ(tiny.cluster, 1) << tiny.to_string();
-  EXPECT_EQ(tiny.name, "ring8.t1x1.c1");
+  EXPECT_EQ(tiny.name, "ring8.t1x1.p4.c1");
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(128, 2880), 64);
   EXPECT_EQ(family_max_n(32, 2880), 64);
   EXPECT_EQ(family_max_n(256, 7168), 16);
-  EXPECT_EQ(family_max_n(1024, 1024), 8);
+  EXPECT_EQ(family_max_n(1024, 1024), 16);
+  EXPECT_EQ(family_max_n(1024, 1032), 8);
+  EXPECT_EQ(family_max_n(4096, 3072), 8);
   EXPECT_EQ(select_linear_config(bf16_shape(16, 1024, 1024), kH200, "", true).path,
+            LinearPath::tma_ring);
+  EXPECT_EQ(select_linear_config(bf16_shape(17, 1024, 1024), kH200, "", true).path,
             LinearPath::cublaslt);
   EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 4096), kH200, "", true).path,
             LinearPath::tma_ring);
@@ -195,7 +199,7 @@ TEST(LinearDispatch, ForcedRingTiles) {
     const LinearConfig c = select_linear_config(s, kH200, forced, true);
     EXPECT_EQ(c.mt, mt) << forced;
     EXPECT_EQ(c.nt, nt) << forced;
-    EXPECT_EQ(c.name.rfind(forced + ".c", 0), 0u) << c.name;
+    EXPECT_EQ(c.name.rfind(forced + ".p4.c", 0), 0u) << c.name;
     EXPECT_EQ(c.tiles, ceil_div(128, 16 * mt) * ceil_div(64, 8 * nt)) << forced;
     expect_within_limits(c, s, kH200);
   }
@@ -206,7 +210,7 @@ TEST(LinearDispatch, ForcedRingTiles) {
     EXPECT_EQ(select_linear_config(bf16_shape(n, 128, 2880), kH200, "ring4", true).nt, 1);
   }
   EXPECT_EQ(select_linear_config(bf16_shape(64, 128, 2880), kH200, "", true).name,
-            "ring16.t1x1.c2");  // 64 tiles: 2 ranks of 3 groups
+            "ring16.t1x1.p4.c2");  // 64 tiles: 2 ranks of 3 groups
   const auto message = [&](const std::string& forced) {
     try {
       select_linear_config(s, kH200, forced, false);
@@ -217,8 +221,35 @@ TEST(LinearDispatch, ForcedRingTiles) {
   };
   EXPECT_NE(message("ring4.t2x2").find("no ring kernel is built for that tile"), std::string::npos);
   for (const std::string bad :
-       {"ring4.t1x1x", "ring4.t1", "ring4.", "ring04", "ring 4", "ring4.tx1"})
+       {"ring4.t1x1x", "ring4.t1", "ring4.", "ring04", "ring 4", "ring4.tx1", "ring4.p",
+        "ring4.p4.t1x1", "ring4.t1x1.p04", "ring4.p4.c2"})
     EXPECT_NE(message(bad).find("unknown kernel"), std::string::npos) << bad;
+}
+
+TEST(LinearDispatch, RingProducerWarps) {
+  // Four producer warps by default (measured faster on every family row of the decode suite);
+  // GEMMKIT_LINEAR_PRODUCERS=1 sets one on the device, and names always print the count.
+  const LinearShape s = bf16_shape(8, 128, 2880);
+  const LinearConfig four = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(four.producers, 4);
+  EXPECT_EQ(four.threads, 256);
+  EXPECT_EQ(four.name, "ring4.t1x1.p4.c6");
+  LinearDevice single = kH200;
+  single.ring_producers = 1;
+  const LinearConfig one = select_linear_config(s, single, "", true);
+  EXPECT_EQ(one.producers, 1);
+  EXPECT_EQ(one.threads, 160);
+  EXPECT_EQ(one.name, "ring4.t1x1.p1.c6");
+  // Forced names override the device's setting either way.
+  EXPECT_EQ(select_linear_config(s, single, "ring8.p4", true).name, "ring8.t1x1.p4.c6");
+  EXPECT_EQ(select_linear_config(s, kH200, "ring8.t1x2.p1", true).name, "ring8.t1x2.p1.c6");
+  EXPECT_EQ(select_linear_config(s, kH200, "ring8.t1x2.p1", true).threads, 160);
+  try {
+    select_linear_config(s, kH200, "ring8.p2", true);
+    ADD_FAILURE() << "ring8.p2 did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("producer warps: 1 or 4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {

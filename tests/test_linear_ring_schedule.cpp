@@ -29,15 +29,18 @@ struct Outcome {
   std::string violation;  // empty when every check held
 };
 
-// One run of a CTA with `slices` local slices: `consumers` warps, warp w taking slices w,
+// One run of a CTA with `slices` local slices: `producers` warps, producer p issuing slices p,
+// p + producers, ... in order (ring_producer), and `consumers` warps, warp w taking slices w,
 // w + consumers, ... (ring_consumer), waiting for `batch` of them before releasing them, as the
 // kernel does. Random interleaving from `seed`.
-Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed) {
+Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed,
+                 int producers = 1) {
   std::mt19937_64 rng(seed);
   std::vector<Barrier> full(static_cast<std::size_t>(stages)), empty(full.size());
   std::vector<int> landed(static_cast<std::size_t>(slices), 0), consumed(landed.size(), 0);
   std::vector<int> in_flight;  // slices whose loads are issued and not landed
-  int produced = 0;
+  std::vector<int> next_issue(static_cast<std::size_t>(producers));  // per producer
+  for (int p = 0; p < producers; ++p) next_issue[static_cast<std::size_t>(p)] = p;
   struct Consumer {
     int next = 0;    // next slice to wait for
     int waited = 0;  // slices of the current batch already waited for
@@ -60,23 +63,27 @@ Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed
   };
   for (int step = 0; step < 100000; ++step) {
     // Collect the actors that can make progress now.
-    std::vector<int> runnable;  // 0 = producer, 1 = a load lands, 2 + w = consumer w
-    if (produced < slices) {
-      const int stage = ring_stage(produced, stages);
-      if (produced < stages ||
-          passes(empty[static_cast<std::size_t>(stage)], ring_empty_parity(produced, stages))) {
-        runnable.push_back(0);
+    // 0 = a load lands, 1 + w = consumer w, 1 + consumers + p = producer p.
+    std::vector<int> runnable;
+    bool issued_all = true;
+    for (int p = 0; p < producers; ++p) {
+      const int i = next_issue[static_cast<std::size_t>(p)];
+      if (i >= slices) continue;
+      issued_all = false;
+      if (i < stages || passes(empty[static_cast<std::size_t>(ring_stage(i, stages))],
+                               ring_empty_parity(i, stages))) {
+        runnable.push_back(1 + consumers + p);
       }
     }
-    if (!in_flight.empty()) runnable.push_back(1);
+    if (!in_flight.empty()) runnable.push_back(0);
     for (int w = 0; w < consumers; ++w) {
       const int i = warps[static_cast<std::size_t>(w)].next;
       if (i < slices && passes(full[static_cast<std::size_t>(ring_stage(i, stages))],
                                ring_full_parity(i, stages))) {
-        runnable.push_back(2 + w);
+        runnable.push_back(1 + w);
       }
     }
-    bool done = produced == slices && in_flight.empty();
+    bool done = issued_all && in_flight.empty();
     for (const Consumer& c : warps) done = done && c.next >= slices;
     if (done) break;
     if (runnable.empty()) {
@@ -85,20 +92,26 @@ Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed
     }
     const int actor =
         runnable[std::uniform_int_distribution<std::size_t>(0, runnable.size() - 1)(rng)];
-    if (actor == 0) {
-      Barrier& f = full[static_cast<std::size_t>(ring_stage(produced, stages))];
-      if (produced >= stages) {
+    if (actor > consumers) {
+      const int p = actor - 1 - consumers;
+      const int i = next_issue[static_cast<std::size_t>(p)];
+      if (ring_producer(i, producers) != p)
+        fail("slice " + std::to_string(i) + " issued by " + std::to_string(p));
+      Barrier& f = full[static_cast<std::size_t>(ring_stage(i, stages))];
+      if (i >= stages) {
         // The stage's previous round must have been consumed.
-        if (!consumed[static_cast<std::size_t>(produced - stages)]) {
-          fail("producer refilled stage of slice " + std::to_string(produced - stages) +
+        if (!consumed[static_cast<std::size_t>(i - stages)]) {
+          fail("producer refilled stage of slice " + std::to_string(i - stages) +
                " before it was consumed");
         }
       }
+      if (f.arrived || f.pending_load)
+        fail("slice " + std::to_string(i) + " issued into a stage still in flight");
       f.arrived = true;
       f.pending_load = true;
-      in_flight.push_back(produced);
-      ++produced;
-    } else if (actor == 1) {
+      in_flight.push_back(i);
+      next_issue[static_cast<std::size_t>(p)] += producers;
+    } else if (actor == 0) {
       const std::size_t pick =
           std::uniform_int_distribution<std::size_t>(0, in_flight.size() - 1)(rng);
       const int i = in_flight[pick];
@@ -111,7 +124,7 @@ Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed
         ++f.completed;
       }
     } else {
-      const int w = actor - 2;
+      const int w = actor - 1;
       Consumer& c = warps[static_cast<std::size_t>(w)];
       const int i = c.next;
       if (ring_consumer(i) != w && consumers == kRingConsumerWarps)
@@ -134,20 +147,25 @@ Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed
 }
 
 TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings) {
-  for (int stages : {4, 8, 16}) {
-    for (int tile_chains : {1, 8}) {  // kMT * kNT: 1 -> batches of up to 4, 8 -> batches of 1
-      const int batch = ring_slice_batch(tile_chains, 1, stages);
-      for (int slices = 1; slices <= 40; ++slices) {
-        for (uint64_t seed = 0; seed < 20; ++seed) {
-          const Outcome o = simulate(stages, slices, kRingConsumerWarps, batch, seed);
-          ASSERT_FALSE(o.deadlock)
-              << "stages " << stages << " batch " << batch << " slices " << slices;
-          ASSERT_EQ(o.violation, "")
-              << "stages " << stages << " batch " << batch << " slices " << slices;
+  for (int producers : {1, kRingMaxProducerWarps}) {
+    for (int stages : {4, 8, 16}) {
+      for (int tile_chains : {1, 8}) {  // kMT * kNT: 1 -> batches of up to 4, 8 -> batches of 1
+        const int batch = ring_slice_batch(tile_chains, 1, stages);
+        for (int slices = 1; slices <= 40; ++slices) {
+          for (uint64_t seed = 0; seed < 20; ++seed) {
+            const Outcome o = simulate(stages, slices, kRingConsumerWarps, batch, seed, producers);
+            ASSERT_FALSE(o.deadlock) << "producers " << producers << " stages " << stages
+                                     << " batch " << batch << " slices " << slices;
+            ASSERT_EQ(o.violation, "") << "producers " << producers << " stages " << stages
+                                       << " batch " << batch << " slices " << slices;
+          }
         }
       }
     }
   }
+  // With four producers, producer p issues exactly consumer p's slices.
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(ring_producer(i, kRingMaxProducerWarps), ring_consumer(i)) << i;
   EXPECT_EQ(ring_slice_batch(1, 1, 4), 1);
   EXPECT_EQ(ring_slice_batch(1, 1, 8), 2);
   EXPECT_EQ(ring_slice_batch(1, 4, 16), 4);

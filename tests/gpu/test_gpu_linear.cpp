@@ -72,10 +72,11 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
   return -1;
 }
 
-// Every ring depth at the tile auto takes (16 x 8), the wider tiles that can be forced (each once,
-// at a different depth), and auto.
-const std::vector<std::string> kFastKernels = {"ring4",      "ring8",      "ring16", "ring4.t1x2",
-                                               "ring8.t1x4", "ring8.t2x4", "auto"};
+// Every ring depth at the tile auto takes (16 x 8), with four producer warps (the default) and
+// with one, the wider tiles that can be forced (each once, at a different depth), and auto.
+const std::vector<std::string> kFastKernels = {
+    "ring4",         "ring8",    "ring16",   "ring4.t1x2", "ring8.t1x4",
+    "ring8.t2x4.p1", "ring4.p1", "ring8.p1", "ring16.p1",  "auto"};
 
 TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
@@ -219,7 +220,7 @@ TEST(GpuLinear, UnalignedAndStridedLayoutsKeepTheBits) {
 
 #ifdef GEMMKIT_WITH_CUDA
 // y_{i+1} = linear(y_i, w) chained `length` times, eager and as a replayed CUDA graph.
-void check_chain(int length, int pdl) {
+void check_chain(int length, int pdl, const std::string& kernel) {
   const int64_t n = 8, d = 1024;
   const auto x_host = random_host(DType::bf16, n * d, 1.0f, 11);
   const auto w_host = random_host(DType::bf16, d * d, 1.0f / 32, 12);
@@ -232,6 +233,7 @@ void check_chain(int length, int pdl) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   LinearOptions options;
   options.pdl = pdl;
+  options.kernel = kernel;
   const auto call_chain = [&] {
     for (int i = 0; i < length; ++i) {
       linear(Tensor::contiguous(activations[i].data(), DType::bf16, kGpu, {n, d}),
@@ -255,7 +257,7 @@ void check_chain(int length, int pdl) {
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     ASSERT_EQ(download(activations.back()), eager)
-        << "chain of " << length << " pdl " << pdl << " replay " << replay;
+        << "chain of " << length << " pdl " << pdl << " kernel " << kernel << " replay " << replay;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -264,9 +266,13 @@ void check_chain(int length, int pdl) {
 
 TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
   GEMMKIT_REQUIRE_GPU();
-  for (int length : {2, 8, 64}) {
-    check_chain(length, 1);
-    check_chain(length, 0);
+  // auto (one producer warp) and four producer warps, each of which waits before its
+  // activation loads.
+  for (const std::string kernel : {"auto", "ring4.p1"}) {
+    for (int length : {2, 8, 64}) {
+      check_chain(length, 1, kernel);
+      check_chain(length, 0, kernel);
+    }
   }
 }
 #endif
@@ -300,8 +306,8 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
         LinearCase{1, 128, 2880, true, DType::bf16}}) {
     DeviceLinear problem(c, 3);
     const auto reference = problem.run("reference", 0);
-    for (const std::string kernel :
-         {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4", "ring8.t2x4"}) {
+    for (const std::string kernel : {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4",
+                                     "ring8.t2x4", "ring4.p1", "ring16.p1", "ring8.t1x4.p1"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/linear/linear_contract.h"
+#include "cuda/linear/ring_schedule.h"
 #include "gemmkit/gemmkit.h"
 
 namespace gemmkit::cuda::linear_family {
@@ -18,7 +19,8 @@ struct LinearDevice {
   int64_t shared_optin = 232448;  // bytes per block after opt-in
   bool cluster_launch = true;
   int64_t max_grid_x = 2147483647;
-  int max_cluster = 16;  // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
+  int max_cluster = 16;    // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
+  int ring_producers = 4;  // producer warps of the ring kernel, 1 or 4 (GEMMKIT_LINEAR_PRODUCERS)
 };
 
 struct LinearShape {
@@ -33,11 +35,11 @@ enum class LinearPath { reference, tma_ring, simt_f32, cublaslt };
 
 struct LinearConfig {
   LinearPath path = LinearPath::reference;
-  std::string name;    // kernel name, e.g. "ring16.t1x1.c4"
+  std::string name;    // kernel name, e.g. "ring16.t1x1.p4.c4"
   std::string reason;  // why it was chosen
   bool pdl = false;
   // tma_ring
-  int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0;
+  int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0, producers = 1;
   // every kernel path
   int threads = 0;
   int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
@@ -57,14 +59,14 @@ constexpr int kReferenceThreads = 128;
 
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
 // (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 64 where the weight is
-// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024 (seed-mid, 16 x 1024 x 1024, stays
-// with cuBLASLt: ring8.t1x1 measured 3.72 us against its 3.69 with PDL, 4.22 without).
+// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024 or up to a 1024 x 1024 weight
+// (seed-mid, 16 x 1024 x 1024: ring8.t1x1.p4 measured 3.37 us against cuBLASLt's 3.67 with PDL;
+// with one producer warp it was 3.77).
 inline int64_t family_max_n(int64_t m, int64_t k) {
   if (m <= 128 && k <= 2880) return kFamilyMaxN;
-  if (m < 1024) return 16;
+  if (m < 1024 || m * k <= 1024 * 1024) return 16;
   return 8;
 }
-constexpr int kRingThreadsHost = 160;
 constexpr int kRingMaxCluster = 16;  // above 8 needs the non-portable cluster opt-in
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
@@ -128,11 +130,12 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
-// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>]" (the cluster is always
-// chosen). A tile left out stays {0, 0}: chosen as auto would.
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>]" (the
+// cluster is always chosen). Fields left out stay 0: chosen as auto would.
 struct RingName {
   int stages = 0;
   RingTileShape tile;
+  int producers = 0;
 };
 inline bool parse_ring_name(const std::string& name, RingName& out) {
   RingName r;
@@ -155,19 +158,21 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
   if (!literal("ring") || !number(r.stages)) return false;
   if (r.stages != 4 && r.stages != 8 && r.stages != 16) return false;
   if (literal(".t") && (!number(r.tile.mt) || !literal("x") || !number(r.tile.nt))) return false;
+  if (literal(".p") && !number(r.producers)) return false;
   if (at != name.size()) return false;
   out = r;
   return true;
 }
 
-// Ring variant with `stages` (0 = choose) and `tile` (mt = 0: choose by n and m), or a config
-// with an empty name when it cannot serve.
+// Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose) and `producers` (0: the
+// device's setting), or a config with an empty name when it cannot serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
-                                RingTileShape tile = {}) {
+                                RingTileShape tile = {}, int producers = 0) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
-  c.threads = kRingThreadsHost;
+  c.producers = producers != 0 ? producers : d.ring_producers;
+  c.threads = 32 * (kRingConsumerWarps + c.producers);
   // One 16 x 8 tile per CTA whatever n: wider batch tiles measured slower at every n the family
   // serves (H200, docs/perf.md: 1 x 128 x 2880 takes 2.46 us at t1x1 against 3.52 at t1x4; at
   // n = 16..64 more, smaller tiles beat fewer, wider ones by 0.3-1.6 us).
@@ -204,7 +209,8 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
-           std::to_string(c.nt) + ".c" + std::to_string(c.cluster);
+           std::to_string(c.nt) + ".p" + std::to_string(c.producers) + ".c" +
+           std::to_string(c.cluster);
   return c;
 }
 
@@ -268,7 +274,9 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
           "required)");
     if (tile.mt != 0 && !ring_tile_built(tile))
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
-    LinearConfig c = ring_config(s, d, stages, pdl, tile);
+    if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)
+      reject("producer warps: 1 or 4 (p1, p4)");
+    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers);
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
@@ -276,8 +284,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return c;
   }
   reject(
-      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, e.g. "
-      "ring8.t1x2), simt_f32 or cublaslt");
+      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile and a "
+      "producer count, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4), simt_f32 or cublaslt");
   return LinearConfig{};
 }
 

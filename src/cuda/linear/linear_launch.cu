@@ -102,7 +102,7 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
       tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT, kRingHalfK);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
-  config.blockDim = dim3(kRingThreads);
+  config.blockDim = dim3(static_cast<unsigned>(c.threads));  // 1 or 4 producer warps
   config.dynamicSmemBytes = static_cast<std::size_t>(c.shared_bytes);
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
@@ -289,6 +289,16 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
     return v ? std::max(1, std::min(16, std::atoi(v))) : 16;
   }();
   d.max_cluster = std::min(max_cluster, max_cluster_limit);
+  static const int producers = [] {
+    const char* v = std::getenv("GEMMKIT_LINEAR_PRODUCERS");
+    if (v == nullptr || *v == '\0') return 4;
+    const std::string text(v);
+    if (text != "1" && text != "4") {
+      throw Error("gemmkit::linear: GEMMKIT_LINEAR_PRODUCERS '" + text + "': must be 1 or 4");
+    }
+    return std::stoi(text);
+  }();
+  d.ring_producers = producers;
   return d;
 }
 

@@ -2,7 +2,8 @@
 // and the host model that checks it (tests/test_linear_ring_schedule.cpp): which warps consume,
 // which stage a slice uses, and the mbarrier parities the producer and consumers wait on.
 //
-// Local slice i of a CTA uses stage i % stages in round i / stages. Its full barrier completes
+// Local slice i of a CTA uses stage i % stages in round i / stages; one producer warp issues
+// every slice, or four issue slices p, p + 4, ... each (ring_producer). Its full barrier completes
 // phase r when round r's loads land; a consumer waits with parity r & 1. The producer refills the
 // stage for round r >= 1 after the consumer of round r - 1 arrives on the empty barrier, waiting
 // with parity (r - 1) & 1. A parity wait passes at once when the barrier is one phase *behind*,
@@ -23,10 +24,17 @@
 namespace gemmkit::cuda::linear_family {
 
 constexpr int kRingConsumerWarps = 4;
+constexpr int kRingMaxProducerWarps = 4;
 
 // The consumer warp of local slice i.
 GEMMKIT_RING_HD constexpr int ring_consumer(int slice) {
   return slice % kRingConsumerWarps;
+}
+
+// The producer warp (of `producers`: 1 or 4) that issues local slice i, in ascending order of its
+// slices; with 4, producer p feeds consumer p (the stages p mod 4 are its alone).
+GEMMKIT_RING_HD constexpr int ring_producer(int slice, int producers) {
+  return slice % producers;
 }
 
 // Slices a consumer waits for before its MMAs: up to 4 side by side when the tile has few

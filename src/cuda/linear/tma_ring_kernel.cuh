@@ -1,5 +1,5 @@
-// linear fast variant: TMA into an mbarrier ring, one producer warp, four MMA consumer warps,
-// optional split of k across a thread-block cluster, optional programmatic dependent launch.
+// linear fast variant: TMA into an mbarrier ring, one or four producer warps, four MMA consumer
+// warps, optional split of k across a thread-block cluster, optional programmatic dependent launch.
 //
 // Computes out[n, m] = x[n, k] . w[m, k]^T (+ bias) for bf16 x/w, fp32 accumulation, returning
 // exactly the bits of the reference kernel (canonical.cuh). Contract: k % 8 == 0, x and w rows
@@ -11,7 +11,10 @@
 // one k slice: w (kRowsW, 128) and x (kRowsX, 128), each as two 64-wide halves in the 128-byte
 // swizzle, read into MMA fragments with ldmatrix. Consumer warp c reduces slices c, c + 4, ... of
 // its run (slice c of every group: the SM's four tensor-core units share each group), each from
-// zero into a local partial; after a barrier of the four consumer warps they fold each group's
+// zero into a local partial. With four producer warps (blockDim 256), producer p streams the
+// slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
+// four lanes issue the copies; with one (blockDim 160), it streams every slice. After a barrier of
+// the four consumer warps they fold each group's
 // partials in slice order ((p0 + p1) + p2) + p3 and push the group sums into rank 0's shared memory
 // (distributed shared memory stores). Rank 0 alone folds the group sums in ascending group
 // order, adds the bias and stores; every load of the fold is local, and the other ranks exit as
@@ -20,7 +23,8 @@
 // is running; the MMAs do not wait for it), and arrives again after its pushes (release), where
 // only rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
-// and out are touched only after it.
+// and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
+// and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
 //
 // Wins: small n (decode batches, MoE routers), where the work is streaming w from HBM: the
 // cluster split spreads one weight tile over up to 16 SMs, and there is one kernel, no workspace.
@@ -32,7 +36,8 @@
 
 namespace gemmkit::cuda::linear_family {
 
-constexpr int kRingThreads = 32 * (kRingConsumerWarps + 1);
+constexpr int kRingMinThreads = 32 * (kRingConsumerWarps + 1);
+constexpr int kRingMaxThreads = 32 * (kRingConsumerWarps + kRingMaxProducerWarps);
 constexpr int kRingHalfK = 64;  // k elements per 128-byte swizzled row
 constexpr int kRingRowBytes = 128;
 
@@ -76,7 +81,7 @@ __device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int la
 }
 
 template <typename Out, int kStages, int kMT, int kNT>
-__global__ void __launch_bounds__(kRingThreads, 1)
+__global__ void __launch_bounds__(kRingMaxThreads, 1)
     linear_tma_ring_kernel(const __grid_constant__ CUtensorMap w_map,
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
                            int64_t bias_stride, Out* out, int64_t out_row_stride,
@@ -115,6 +120,23 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
+  // Rank 0's bias values, read by every thread right after its griddepcontrol.wait (the bias may
+  // belong to the preceding kernel) so that the load overlaps the ring instead of delaying the
+  // store. Sized for the smallest block; a larger one leaves its last elements empty.
+  constexpr int kPerThread = (kElements + kRingMinThreads - 1) / kRingMinThreads;
+  float bias_values[kPerThread];
+  const auto load_bias = [&] {
+    if (rank != 0) return;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
+      const int64_t row_w = m0 + e % Tile::kRowsW;
+      bias_values[j] = bias != nullptr && e < kElements && row_w < m
+                           ? __bfloat162float(bias[row_w * bias_stride])
+                           : 0.f;
+    }
+  };
+
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(&full[s], 1);
@@ -127,9 +149,12 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   // Phase 1 says only "this CTA runs" (nothing before it is read remotely): relaxed.
   if (clustered) ptx::cluster_arrive_relaxed();
 
-  if (warp == kRingConsumerWarps) {
-    // Producer: one lane streams the run's slices through the ring in ascending order.
-    if (lane == 0 && local_slices > 0) {
+  if (warp >= kRingConsumerWarps) {
+    // Producers: lane 0 of producer p streams local slices p, p + P, ... (P producer warps) through
+    // the ring in ascending order; with P = 4 those are exactly the slices of consumer p.
+    const int producer = warp - kRingConsumerWarps;
+    const int producers = static_cast<int>(blockDim.x / 32) - kRingConsumerWarps;
+    if (lane == 0 && producer < local_slices) {
       ptx::prefetch_tensor_map(&w_map);
       ptx::prefetch_tensor_map(&x_map);
       const auto load_w = [&](int i) {
@@ -149,13 +174,15 @@ __global__ void __launch_bounds__(kRingThreads, 1)
                          kc + kRingHalfK, row);
       };
       const int first_round = min(kStages, local_slices);
-      for (int i = 0; i < first_round; ++i) {
+      for (int i = producer; i < first_round; i += producers) {
         ptx::mbarrier_arrive_expect_tx(&full[i], Tile::kStageBytes);
         load_w(i);  // weights never depend on the preceding kernel
       }
       ptx::grid_dependency_wait();
-      for (int i = 0; i < first_round; ++i) load_x(i);
-      for (int i = first_round; i < local_slices; ++i) {
+      for (int i = producer; i < first_round; i += producers) load_x(i);
+      // The first slice of this producer past the first round.
+      const int next = first_round + (producer - first_round % producers + producers) % producers;
+      for (int i = next; i < local_slices; i += producers) {
         const int stage = ring_stage(i, kStages);
         ptx::mbarrier_wait(&empty[stage], ring_empty_parity(i, kStages));
         ptx::mbarrier_arrive_expect_tx(&full[stage], Tile::kStageBytes);
@@ -163,9 +190,14 @@ __global__ void __launch_bounds__(kRingThreads, 1)
         load_x(i);
       }
     }
+    ptx::grid_dependency_wait();
+    load_bias();
     __syncwarp();
     if (clustered) ptx::cluster_wait_acquire();
   } else {
+    // The consumers have nothing to do before the activations land, which follows the wait.
+    ptx::grid_dependency_wait();
+    load_bias();
     // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
     // MMAs from zero, and leaves its partial in slice_sums.
     constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
@@ -252,23 +284,14 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     __syncthreads();
   }
 
-  // Rank 0: fold every group sum of the tile in ascending group order, then the bias.
-  ptx::grid_dependency_wait();  // bias and out may belong to the preceding kernel
-  constexpr int kPerThread = (kElements + kRingThreads - 1) / kRingThreads;
-  float bias_values[kPerThread];  // requested before the wait for the other ranks
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * kRingThreads;
-    const int64_t row_w = m0 + e % Tile::kRowsW;
-    bias_values[j] = bias != nullptr && e < kElements && row_w < m
-                         ? __bfloat162float(bias[row_w * bias_stride])
-                         : 0.f;
-  }
+  // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
+  // thread has passed griddepcontrol.wait, so out may be written.
+  const int threads = static_cast<int>(blockDim.x);
   if (clustered) ptx::cluster_wait_acquire();  // every rank's pushes are visible
   constexpr int kBatch = 8;                    // loads in flight per thread before their adds
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * kRingThreads;
+    const int e = static_cast<int>(threadIdx.x) + j * threads;
     const int64_t row_w = m0 + e % Tile::kRowsW;
     const int64_t row_x = n0 + e / Tile::kRowsW;
     if (e >= kElements || row_w >= m || row_x >= n) continue;
