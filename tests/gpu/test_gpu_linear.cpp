@@ -266,8 +266,8 @@ void check_chain(int length, int pdl, const std::string& kernel) {
 
 TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
   GEMMKIT_REQUIRE_GPU();
-  // auto (one producer warp) and four producer warps, each of which waits before its
-  // activation loads.
+  // auto (four producer warps) and one producer warp, each of which waits before its activation
+  // loads.
   for (const std::string kernel : {"auto", "ring4.p1"}) {
     for (int length : {2, 8, 64}) {
       check_chain(length, 1, kernel);
