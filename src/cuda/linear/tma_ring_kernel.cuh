@@ -14,14 +14,13 @@
 // zero into a local partial. With four producer warps (blockDim 256), producer p streams the
 // slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
 // four lanes issue the copies; with one (blockDim 160), it streams every slice. After a barrier of
-// the four consumer warps they fold each group's
-// partials in slice order ((p0 + p1) + p2) + p3 and push the group sums into rank 0's shared memory
-// (distributed shared memory stores). Rank 0 alone folds the group sums in ascending group
-// order, adds the bias and stores; every load of the fold is local, and the other ranks exit as
-// soon as they have pushed. Two phases of the split cluster barrier order it: every thread
-// arrives at the start (relaxed) and waits only before its first push (every CTA of the cluster
-// is running; the MMAs do not wait for it), and arrives again after its pushes (release), where
-// only rank 0 waits (acquire) before folding.
+// the four consumer warps they fold each group's partials in slice order ((p0 + p1) + p2) + p3
+// and push the group sums into rank 0's shared memory (distributed shared memory stores). Rank 0
+// alone folds the group sums in ascending group order, adds the bias and stores; every load of
+// the fold is local, and the other ranks exit as soon as they have pushed. Two phases of the
+// split cluster barrier order it: every thread arrives at the start (relaxed) and waits only
+// before its first push (every CTA of the cluster is running; the MMAs do not wait for it), and
+// arrives again after its pushes (release), where only rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
