@@ -53,6 +53,19 @@ inline gemmkit::detail::ConvProblem make_problem(const Spec& s, void* x = fake(0
                       Tensor::contiguous(out, s.out_dtype, gpu, out_shape), s.params);
 }
 
+// A convolution of x_shape by w_shape (o, kernel..., c / groups) with symmetric padding `pad`,
+// stride 1, one group, and a bias when asked.
+inline Spec padded_spec(std::vector<int64_t> x_shape, std::vector<int64_t> w_shape, int64_t pad,
+                        bool bias = false) {
+  Spec s;
+  s.x_shape = std::move(x_shape);
+  s.w_shape = std::move(w_shape);
+  s.params.padding_lo = {pad};
+  s.params.padding_hi = {pad};
+  s.bias = bias;
+  return s;
+}
+
 // A depthwise problem: x (n, spatial..., c), a kernel of `kernel` per spatial dim, channel
 // multiplier `multiplier` (o = c * multiplier), the same stride and symmetric padding per dim.
 inline Spec depthwise_spec(std::vector<int64_t> x_shape, int64_t kernel, int64_t stride,

@@ -49,20 +49,13 @@ std::vector<Spec> shapes() {
   v.push_back(gemmkit_test::depthwise_spec({8, 56, 56, 96}, 7, 1, 3));
   v.push_back(gemmkit_test::depthwise_spec({8, 56, 56, 144}, 3, 2, 1));
   v.push_back(gemmkit_test::depthwise_spec({2, 300, 64}, 4, 1, 2));
+  // small o
+  v.push_back(gemmkit_test::padded_spec({1, 64, 64, 128}, {3, 3, 3, 128}, 1, true));
   Spec s;
-  s.x_shape = {1, 64, 64, 128};
-  s.w_shape = {3, 3, 3, 128};
-  s.params.padding_lo = {1};
-  s.params.padding_hi = {1};
-  s.bias = true;
-  v.push_back(s);  // small o
-  s = Spec{};
   s.x_shape = {2, 16, 16, 64};
   s.w_shape = {32, 1, 1, 64};
   v.push_back(s);  // 1x1
-  s.w_shape = {32, 3, 3, 64};
-  s.params.padding_lo = {1};
-  s.params.padding_hi = {1};
+  s = gemmkit_test::padded_spec(s.x_shape, {32, 3, 3, 64}, 1);
   v.push_back(s);  // 3x3
   s.w_shape = {32, 3, 3, 16};
   s.params.groups = 4;
@@ -72,12 +65,8 @@ std::vector<Spec> shapes() {
   s.w_shape = {32, 4, 4, 64};
   s.params = conv_transpose_params({4, 4}, {2}, {1}, {0}, {1}, 1);
   v.push_back(s);  // transposed
-  s = Spec{};
-  s.x_shape = {1, 5, 16, 16, 32};
-  s.w_shape = {32, 3, 3, 3, 32};
-  s.params.padding_lo = {1};
-  s.params.padding_hi = {1};
-  v.push_back(s);  // 3-D
+  // 3-D
+  v.push_back(gemmkit_test::padded_spec({1, 5, 16, 16, 32}, {32, 3, 3, 3, 32}, 1));
   std::vector<Spec> all;
   for (const Spec& base : v) {
     for (const DType dtype : {DType::bf16, DType::f16, DType::f32}) {

@@ -609,12 +609,7 @@ TEST(ConvTiling, SmallOTensorCoreCoversEachOutputOnce) {
     }
   }
   // The VAE conv_out row: 14 x 14 output tiles of 16 x 16 regions, 5476 tiles in ~1800 blocks.
-  Spec vae;
-  vae.x_shape = {1, 1024, 1024, 128};
-  vae.w_shape = {3, 3, 3, 128};
-  vae.params.padding_lo = {1};
-  vae.params.padding_hi = {1};
-  vae.bias = true;
+  const Spec vae = gemmkit_test::padded_spec({1, 1024, 1024, 128}, {3, 3, 3, 128}, 1, true);
   const ConvConfig c = select_conv_config(make_problem(vae), kH200,
                                           request("direct", kDefaultWorkspaceBytes, "mma"));
   ASSERT_TRUE(c.small_o.mma);
