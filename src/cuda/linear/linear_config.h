@@ -75,13 +75,13 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
 // 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer holding every group's
-// fp32 sum of the tile, the fp32 partials of the CTA's own slices, and 2 * stages mbarriers.
+// fp32 sum of the tile, the fp32 partials of the CTA's own slices, and 2 * stages + 1 mbarriers.
 inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups,
                                       int64_t groups_per_rank) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
   const int64_t tile_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
   return 1024 + stages * stage_bytes + (groups + groups_per_rank * kGroupSlices) * tile_sum_bytes +
-         2 * stages * 8;
+         (2 * stages + 1) * 8;
 }
 
 inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
