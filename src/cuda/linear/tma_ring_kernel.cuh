@@ -297,13 +297,15 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   }
   // The other ranks are done: nothing reads their shared memory, and rank 0 waits for their bytes.
   if (clustered && rank != 0) return;
-  __syncthreads();  // rank 0's own group sums are written
+  // Rank 0: one thread waits for the other ranks' bytes (the others would only spin beside it),
+  // and the CTA barrier passes that on, together with rank 0's own group sums.
+  if (clustered && threadIdx.x == 0) ptx::mbarrier_wait(fold_full, 0);
+  __syncthreads();
 
   // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
   // thread has passed griddepcontrol.wait, so out may be written.
   const int threads = static_cast<int>(blockDim.x);
-  if (clustered) ptx::mbarrier_wait(fold_full, 0);  // every other rank's group sums landed
-  constexpr int kBatch = 8;                         // loads in flight per thread before their adds
+  constexpr int kBatch = 8;  // loads in flight per thread before their adds
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     const int e = static_cast<int>(threadIdx.x) + j * threads;
