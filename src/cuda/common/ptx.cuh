@@ -90,10 +90,14 @@ __device__ __forceinline__ uint32_t cluster_size() {
   return r;
 }
 
-// Split cluster barrier: every thread of every CTA arrives, and a thread that must know the
-// others run waits (acquire) before arriving again; a thread may exit after arriving. This
-// arrival orders no memory, for a phase that only says "this CTA runs" (mbarrier initialization
-// is published by fence_barrier_init before it).
+// Split cluster barrier: every thread of every CTA arrives (release: its earlier writes become
+// visible) and waits (acquire) before arriving again; a thread that must know the others run
+// waits; a thread may exit after arriving.
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+// An arrival that orders no memory, for a phase that only says "this CTA runs" (mbarrier
+// initialization is published by fence_barrier_init before it).
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
@@ -108,6 +112,14 @@ __device__ __forceinline__ uint32_t cluster_address(const void* local, uint32_t 
                : "=r"(remote)
                : "r"(smem_address(local)), "r"(rank));
   return remote;
+}
+
+// Four floats into another CTA's shared memory (a shared::cluster address from cluster_address);
+// ordered for the receiver by a later release (e.g. cluster_arrive_release).
+__device__ __forceinline__ void store_cluster_v4(uint32_t remote, float4 v) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(remote), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
 }
 
 // Four floats into another CTA's shared memory (shared::cluster addresses from cluster_address),

@@ -22,7 +22,10 @@
 // One cluster barrier phase remains: every thread arrives at the start (relaxed: "this CTA runs
 // and rank 0's fold barrier is initialized"), and only the senders wait, just before sending
 // (the MMAs do not wait for it). No release fence or second phase sits between the last MMA and
-// the fold.
+// the fold. That is the async fold (async_fold, the default). The barrier fold, its twin for
+// compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
+// distributed stores, and every thread arrives on a second phase (release) where rank 0 waits
+// (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
@@ -87,7 +90,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
                            int64_t bias_stride, Out* out, int64_t out_row_stride,
                            int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_tiles,
-                           int groups_per_rank) {
+                           int groups_per_rank, bool async_fold) {
   using Tile = RingTile<kMT, kNT>;
   constexpr int kElements = Tile::kRowsW * Tile::kRowsX;
   extern __shared__ __align__(1024) char shared_raw[];
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       ptx::mbarrier_init(&empty[s], 1);
     }
     ptx::mbarrier_init(fold_full, 1);
-    if (clustered && rank == 0) {
+    if (clustered && async_fold && rank == 0) {
       // Every group sum but rank 0's own arrives from the other ranks (st.async).
       const int64_t own_groups = min(groups, int64_t{groups_per_rank});
       ptx::mbarrier_arrive_expect_tx(
@@ -204,6 +207,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
     ptx::grid_dependency_wait();
     load_bias();
     __syncwarp();
+    // The barrier fold's second phase: every thread waits on the first before arriving again.
+    if (clustered && !async_fold) ptx::cluster_wait_acquire();
   } else {
     // The consumers have nothing to do before the activations land, which follows the wait.
     ptx::grid_dependency_wait();
@@ -262,13 +267,15 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       }
     }
     // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, four elements per
-    // thread: rank 0 keeps its own in its fold buffer; the other ranks send theirs there with
-    // st.async, which completes bytes on rank 0's fold_full barrier.
+    // thread: rank 0 keeps its own in its fold buffer; the other ranks send theirs there, with
+    // st.async completing bytes on rank 0's fold_full barrier (async fold) or with plain
+    // distributed stores ordered by the second cluster barrier phase (barrier fold).
     ptx::named_barrier_sync(1, 32 * kRingConsumerWarps);  // every slice partial is written
     const bool remote = clustered && rank != 0;
     // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
-    // only now lets the MMAs overlap the start of the cluster's other CTAs.
-    if (remote) ptx::cluster_wait_acquire();
+    // only now lets the MMAs overlap the start of the cluster's other CTAs. The barrier fold
+    // makes every thread wait, as each must before it arrives on the second phase.
+    if (remote || (clustered && !async_fold)) ptx::cluster_wait_acquire();
     const uint32_t fold_address = remote ? ptx::cluster_address(fold_sums, 0) : 0;
     const uint32_t fold_barrier = remote ? ptx::cluster_address(fold_full, 0) : 0;
     constexpr int kQuads = kElements / 4;
@@ -287,20 +294,31 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
             make_float4(group_sum.x + p.x, group_sum.y + p.y, group_sum.z + p.z, group_sum.w + p.w);
       }
       const int64_t index = (group_begin + local_group) * kElements + e;  // in floats
-      if (remote) {
+      if (remote && async_fold) {
         ptx::store_cluster_async_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum,
                                     fold_barrier);
+      } else if (remote) {
+        ptx::store_cluster_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum);
       } else {
         *reinterpret_cast<float4*>(fold_sums + index) = group_sum;
       }
     }
   }
-  // The other ranks are done: nothing reads their shared memory, and rank 0 waits for their bytes.
-  if (clustered && rank != 0) return;
-  // Rank 0: one thread waits for the other ranks' bytes (the others would only spin beside it),
-  // and the CTA barrier passes that on, together with rank 0's own group sums.
-  if (clustered && threadIdx.x == 0) ptx::mbarrier_wait(fold_full, 0);
-  __syncthreads();
+  if (clustered && !async_fold) {
+    // Barrier fold: every thread arrives once its stores are done (release); rank 0 waits
+    // (acquire), which also orders its own group sums.
+    __syncwarp();
+    ptx::cluster_arrive_release();
+    if (rank != 0) return;
+    ptx::cluster_wait_acquire();
+  } else {
+    // The other ranks are done: nothing reads their shared memory, and rank 0 waits for their
+    // bytes. On rank 0 one thread waits (the others would only spin beside it), and the CTA
+    // barrier passes that on, together with rank 0's own group sums.
+    if (clustered && rank != 0) return;
+    if (clustered && threadIdx.x == 0) ptx::mbarrier_wait(fold_full, 0);
+    __syncthreads();
+  }
 
   // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
   // thread has passed griddepcontrol.wait, so out may be written.
