@@ -226,6 +226,34 @@ TEST(LinearDispatch, ForcedRingTiles) {
     EXPECT_NE(message(bad).find("unknown kernel"), std::string::npos) << bad;
 }
 
+TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {
+  // The async fold by default; GEMMKIT_LINEAR_FOLD=barrier sets the racecheck twin on the device,
+  // and .fa / .fb name either per call. Names print .fb only where a cluster folds that way.
+  const LinearShape s = bf16_shape(8, 128, 2880);  // cluster of 6
+  const LinearConfig async = select_linear_config(s, kH200, "", true);
+  EXPECT_TRUE(async.async_fold);
+  EXPECT_EQ(async.name, "ring4.t1x1.p4.c6");
+  LinearDevice barrier_device = kH200;
+  barrier_device.async_fold = false;
+  const LinearConfig barrier = select_linear_config(s, barrier_device, "", true);
+  EXPECT_FALSE(barrier.async_fold);
+  EXPECT_EQ(barrier.name, "ring4.t1x1.p4.fb.c6");
+  EXPECT_EQ(select_linear_config(s, kH200, "ring8.p1.fb", true).name, "ring8.t1x1.p1.fb.c6");
+  EXPECT_EQ(select_linear_config(s, barrier_device, "ring8.fa", true).name, "ring8.t1x1.p4.c6");
+  EXPECT_TRUE(select_linear_config(s, barrier_device, "ring8.fa", true).async_fold);
+  // Without a cluster there is nothing to fold across CTAs: the name says nothing.
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 720), kH200, "ring8.fb", true).name,
+            "ring8.t1x1.p4.c1");
+  for (const std::string bad : {"ring8.fc", "ring8.fb.p4", "ring8.f", "ring8.fbb"}) {
+    try {
+      select_linear_config(s, kH200, bad, true);
+      ADD_FAILURE() << bad << " did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("unknown kernel"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(LinearDispatch, RingProducerWarps) {
   // Four producer warps by default (measured faster on every family row of the decode suite);
   // GEMMKIT_LINEAR_PRODUCERS=1 sets one on the device, and names always print the count.

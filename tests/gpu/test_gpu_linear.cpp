@@ -73,10 +73,11 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
 }
 
 // Every ring depth at the tile auto takes (16 x 8), with four producer warps (the default) and
-// with one, the wider tiles that can be forced (each once, at a different depth), and auto.
+// with one, the wider tiles that can be forced (each once, at a different depth), the barrier
+// fold of a cluster's group sums (twice), and auto.
 const std::vector<std::string> kFastKernels = {
-    "ring4",         "ring8",    "ring16",   "ring4.t1x2", "ring8.t1x4",
-    "ring8.t2x4.p1", "ring4.p1", "ring8.p1", "ring16.p1",  "auto"};
+    "ring4",    "ring8",    "ring16",    "ring4.t1x2", "ring8.t1x4",   "ring8.t2x4.p1",
+    "ring4.p1", "ring8.p1", "ring16.p1", "ring8.fb",   "ring16.p1.fb", "auto"};
 
 TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
@@ -219,16 +220,21 @@ TEST(GpuLinear, UnalignedAndStridedLayoutsKeepTheBits) {
 }
 
 #ifdef GEMMKIT_WITH_CUDA
-// y_{i+1} = linear(y_i, w) chained `length` times, eager and as a replayed CUDA graph.
+// y_{i+1} = linear(y_i, w_i) chained `length` times, eager and as a replayed CUDA graph. The
+// calls alternate 8 x 2048 -> 8 x 128 (a cluster of 4 splits k, so the other ranks hand their
+// group sums to rank 0 and exit early) and 8 x 128 -> 8 x 2048 (one CTA per tile): each call reads
+// what the one before it wrote, with and without a cluster on either side.
 void check_chain(int length, int pdl, const std::string& kernel) {
-  const int64_t n = 8, d = 1024;
-  const auto x_host = random_host(DType::bf16, n * d, 1.0f, 11);
-  const auto w_host = random_host(DType::bf16, d * d, 1.0f / 32, 12);
-  Buffer w = upload(w_host, kGpu);
+  const int64_t n = 8, wide = 2048, narrow = 128;
+  const auto width = [&](int i) { return i % 2 == 0 ? wide : narrow; };  // of activation i
+  const auto x_host = random_host(DType::bf16, n * wide, 1.0f, 11);
+  // Scales that keep the activations' spread about constant along the chain (sqrt(3 / k)).
+  Buffer w_down = upload(random_host(DType::bf16, narrow * wide, 0.038f, 12), kGpu);
+  Buffer w_up = upload(random_host(DType::bf16, wide * narrow, 0.15f, 13), kGpu);
   std::vector<Buffer> activations;
   activations.push_back(upload(x_host, kGpu));
-  for (int i = 0; i < length; ++i)
-    activations.emplace_back(static_cast<std::size_t>(n * d) * 2, kGpu);
+  for (int i = 1; i <= length; ++i)
+    activations.emplace_back(static_cast<std::size_t>(n * width(i)) * 2, kGpu);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   LinearOptions options;
@@ -236,9 +242,11 @@ void check_chain(int length, int pdl, const std::string& kernel) {
   options.kernel = kernel;
   const auto call_chain = [&] {
     for (int i = 0; i < length; ++i) {
-      linear(Tensor::contiguous(activations[i].data(), DType::bf16, kGpu, {n, d}),
-             Tensor::contiguous(w.data(), DType::bf16, kGpu, {d, d}), std::nullopt,
-             Tensor::contiguous(activations[i + 1].data(), DType::bf16, kGpu, {n, d}), options,
+      const int64_t k = width(i), m = width(i + 1);
+      Buffer& w = i % 2 == 0 ? w_down : w_up;
+      linear(Tensor::contiguous(activations[i].data(), DType::bf16, kGpu, {n, k}),
+             Tensor::contiguous(w.data(), DType::bf16, kGpu, {m, k}), std::nullopt,
+             Tensor::contiguous(activations[i + 1].data(), DType::bf16, kGpu, {n, m}), options,
              reinterpret_cast<Stream>(stream));
     }
   };
@@ -266,9 +274,9 @@ void check_chain(int length, int pdl, const std::string& kernel) {
 
 TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
   GEMMKIT_REQUIRE_GPU();
-  // auto (four producer warps) and one producer warp, each of which waits before its activation
-  // loads.
-  for (const std::string kernel : {"auto", "ring4.p1"}) {
+  // auto (four producer warps, the async fold), one producer warp, and the barrier fold; each
+  // waits before its activation loads.
+  for (const std::string kernel : {"auto", "ring4.p1", "ring4.fb"}) {
     for (int length : {2, 8, 64}) {
       check_chain(length, 1, kernel);
       check_chain(length, 0, kernel);
@@ -306,8 +314,9 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
         LinearCase{1, 128, 2880, true, DType::bf16}}) {
     DeviceLinear problem(c, 3);
     const auto reference = problem.run("reference", 0);
-    for (const std::string kernel : {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4",
-                                     "ring8.t2x4", "ring4.p1", "ring16.p1", "ring8.t1x4.p1"}) {
+    for (const std::string kernel :
+         {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4", "ring8.t2x4", "ring4.p1",
+          "ring16.p1", "ring8.t1x4.p1", "ring4.fb", "ring16.p1.fb"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

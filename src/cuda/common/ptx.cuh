@@ -91,11 +91,13 @@ __device__ __forceinline__ uint32_t cluster_size() {
 }
 
 // Split cluster barrier: every thread of every CTA arrives (release: its earlier writes become
-// visible) and later waits (acquire) before arriving again; a thread may exit after arriving.
+// visible) and waits (acquire) before arriving again; a thread that must know the others run
+// waits; a thread may exit after arriving.
 __device__ __forceinline__ void cluster_arrive_release() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
-// An arrival that orders no memory, for a phase that only says "this CTA runs".
+// An arrival that orders no memory, for a phase that only says "this CTA runs" (mbarrier
+// initialization is published by fence_barrier_init before it).
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
@@ -112,8 +114,24 @@ __device__ __forceinline__ uint32_t cluster_address(const void* local, uint32_t 
   return remote;
 }
 
-__device__ __forceinline__ void store_cluster_float(uint32_t remote, float value) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(value) : "memory");
+// Four floats into another CTA's shared memory (a shared::cluster address from cluster_address);
+// ordered for the receiver by a later release (e.g. cluster_arrive_release).
+__device__ __forceinline__ void store_cluster_v4(uint32_t remote, float4 v) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(remote), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
+// Four floats into another CTA's shared memory (shared::cluster addresses from cluster_address),
+// completing 16 bytes of transaction on that CTA's mbarrier `remote_bar`: the receiver learns of
+// the data by waiting on its own barrier, and the sender needs no fence or cluster barrier.
+__device__ __forceinline__ void store_cluster_async_v4(uint32_t remote, float4 v,
+                                                       uint32_t remote_bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(remote),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
+      : "memory");
 }
 
 // bar.sync on hardware barrier `id` (1..15; __syncthreads uses 0) for `threads` threads, a

@@ -21,6 +21,10 @@ struct LinearDevice {
   int64_t max_grid_x = 2147483647;
   int max_cluster = 16;    // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
   int ring_producers = 4;  // producer warps of the ring kernel, 1 or 4 (GEMMKIT_LINEAR_PRODUCERS)
+  // How a cluster's ranks hand their group sums to rank 0 (GEMMKIT_LINEAR_FOLD): st.async onto an
+  // mbarrier (async), or distributed stores and a cluster barrier phase (barrier: the twin that
+  // compute-sanitizer's racecheck can follow). Same bits either way.
+  bool async_fold = true;
 };
 
 struct LinearShape {
@@ -40,6 +44,7 @@ struct LinearConfig {
   bool pdl = false;
   // tma_ring
   int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0, producers = 1;
+  bool async_fold = true;  // clusters only (see LinearDevice::async_fold)
   // every kernel path
   int threads = 0;
   int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
@@ -75,13 +80,13 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
 // 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer holding every group's
-// fp32 sum of the tile, the fp32 partials of the CTA's own slices, and 2 * stages mbarriers.
+// fp32 sum of the tile, the fp32 partials of the CTA's own slices, and 2 * stages + 1 mbarriers.
 inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups,
                                       int64_t groups_per_rank) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
   const int64_t tile_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
   return 1024 + stages * stage_bytes + (groups + groups_per_rank * kGroupSlices) * tile_sum_bytes +
-         2 * stages * 8;
+         (2 * stages + 1) * 8;
 }
 
 inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
@@ -130,12 +135,15 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
-// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>]" (the
-// cluster is always chosen). Fields left out stay 0: chosen as auto would.
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>][.fa|.fb]"
+// (the cluster is always chosen; .fa / .fb: the async or barrier fold of a cluster's group sums).
+// Fields left out stay 0: chosen as auto would.
+enum class RingFold { device = 0, async = 1, barrier = 2 };
 struct RingName {
   int stages = 0;
   RingTileShape tile;
   int producers = 0;
+  RingFold fold = RingFold::device;
 };
 inline bool parse_ring_name(const std::string& name, RingName& out) {
   RingName r;
@@ -159,19 +167,26 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
   if (r.stages != 4 && r.stages != 8 && r.stages != 16) return false;
   if (literal(".t") && (!number(r.tile.mt) || !literal("x") || !number(r.tile.nt))) return false;
   if (literal(".p") && !number(r.producers)) return false;
+  if (literal(".fa")) {
+    r.fold = RingFold::async;
+  } else if (literal(".fb")) {
+    r.fold = RingFold::barrier;
+  }
   if (at != name.size()) return false;
   out = r;
   return true;
 }
 
-// Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose) and `producers` (0: the
-// device's setting), or a config with an empty name when it cannot serve.
+// Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose), `producers` and `fold` (0 /
+// device: the device's setting), or a config with an empty name when it cannot serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
-                                RingTileShape tile = {}, int producers = 0) {
+                                RingTileShape tile = {}, int producers = 0,
+                                RingFold fold = RingFold::device) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
   c.producers = producers != 0 ? producers : d.ring_producers;
+  c.async_fold = fold == RingFold::device ? d.async_fold : fold == RingFold::async;
   c.threads = 32 * (kRingConsumerWarps + c.producers);
   // One 16 x 8 tile per CTA whatever n: wider batch tiles measured slower at every n the family
   // serves (H200, docs/perf.md: 1 x 128 x 2880 takes 2.46 us at t1x1 against 3.52 at t1x4; at
@@ -209,8 +224,8 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
-           std::to_string(c.nt) + ".p" + std::to_string(c.producers) + ".c" +
-           std::to_string(c.cluster);
+           std::to_string(c.nt) + ".p" + std::to_string(c.producers) +
+           (c.cluster > 1 && !c.async_fold ? ".fb" : "") + ".c" + std::to_string(c.cluster);
   return c;
 }
 
@@ -276,7 +291,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
     if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)
       reject("producer warps: 1 or 4 (p1, p4)");
-    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers);
+    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold);
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
@@ -284,8 +299,9 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return c;
   }
   reject(
-      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile and a "
-      "producer count, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4), simt_f32 or cublaslt");
+      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, a "
+      "producer count and a fold, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4.fb), simt_f32 or "
+      "cublaslt");
   return LinearConfig{};
 }
 

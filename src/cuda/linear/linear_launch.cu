@@ -137,7 +137,7 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
   GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
       &config, kernel, w_map, x_map, bias, p.has_bias ? p.bias.strides[0] : int64_t{0},
       static_cast<Out*>(p.out.data), p.out.strides[0], p.out.strides[1], p.n, p.m, p.k, c.m_tiles,
-      c.groups_per_rank));
+      c.groups_per_rank, c.async_fold));
   GEMMKIT_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -299,6 +299,16 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
     return std::stoi(text);
   }();
   d.ring_producers = producers;
+  static const bool async_fold = [] {
+    const char* v = std::getenv("GEMMKIT_LINEAR_FOLD");
+    if (v == nullptr || *v == '\0') return true;
+    const std::string text(v);
+    if (text != "async" && text != "barrier") {
+      throw Error("gemmkit::linear: GEMMKIT_LINEAR_FOLD '" + text + "': must be async or barrier");
+    }
+    return text == "async";
+  }();
+  d.async_fold = async_fold;
   return d;
 }
 

@@ -14,13 +14,18 @@
 // zero into a local partial. With four producer warps (blockDim 256), producer p streams the
 // slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
 // four lanes issue the copies; with one (blockDim 160), it streams every slice. After a barrier of
-// the four consumer warps they fold each group's partials in slice order ((p0 + p1) + p2) + p3
-// and push the group sums into rank 0's shared memory (distributed shared memory stores). Rank 0
-// alone folds the group sums in ascending group order, adds the bias and stores; every load of
-// the fold is local, and the other ranks exit as soon as they have pushed. Two phases of the
-// split cluster barrier order it: every thread arrives at the start (relaxed) and waits only
-// before its first push (every CTA of the cluster is running; the MMAs do not wait for it), and
-// arrives again after its pushes (release), where only rank 0 waits (acquire) before folding.
+// the four consumer warps they fold each group's partials in slice order ((p0 + p1) + p2) + p3.
+// Rank 0 keeps its group sums; the other ranks send theirs into rank 0's shared memory with
+// st.async, each store completing its bytes on rank 0's fold_full mbarrier, and exit. Rank 0
+// alone waits on that barrier (its expected bytes are every other rank's group sums), folds the
+// group sums in ascending group order, adds the bias and stores; every load of the fold is local.
+// One cluster barrier phase remains: every thread arrives at the start (relaxed: "this CTA runs
+// and rank 0's fold barrier is initialized"), and only the senders wait, just before sending
+// (the MMAs do not wait for it). No release fence or second phase sits between the last MMA and
+// the fold. That is the async fold (async_fold, the default). The barrier fold, its twin for
+// compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
+// distributed stores, and every thread arrives on a second phase (release) where rank 0 waits
+// (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
                            int64_t bias_stride, Out* out, int64_t out_row_stride,
                            int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_tiles,
-                           int groups_per_rank) {
+                           int groups_per_rank, bool async_fold) {
   using Tile = RingTile<kMT, kNT>;
   constexpr int kElements = Tile::kRowsW * Tile::kRowsX;
   extern __shared__ __align__(1024) char shared_raw[];
@@ -95,13 +100,15 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
   // (groups, kRowsX, kRowsW) fp32, live in rank 0 | slice partials of this CTA's run
-  // (groups_per_rank * 4, kRowsX, kRowsW) fp32 | full[kStages] | empty[kStages].
+  // (groups_per_rank * 4, kRowsX, kRowsW) fp32 | full[kStages] | empty[kStages] | fold_full
+  // (rank 0: completes when every other rank's group sums have landed).
   char* ring = shared;
   float* fold_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
   float* slice_sums = fold_sums + groups * kElements;
   uint64_t* full =
       reinterpret_cast<uint64_t*>(slice_sums + int64_t{groups_per_rank} * kGroupSlices * kElements);
   uint64_t* empty = full + kStages;
+  uint64_t* fold_full = empty + kStages;
 
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -141,11 +148,19 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       ptx::mbarrier_init(&full[s], 1);
       ptx::mbarrier_init(&empty[s], 1);
     }
+    ptx::mbarrier_init(fold_full, 1);
+    if (clustered && async_fold && rank == 0) {
+      // Every group sum but rank 0's own arrives from the other ranks (st.async).
+      const int64_t own_groups = min(groups, int64_t{groups_per_rank});
+      ptx::mbarrier_arrive_expect_tx(
+          fold_full, static_cast<uint32_t>((groups - own_groups) * kElements * sizeof(float)));
+    }
     ptx::fence_barrier_init();
   }
   __syncthreads();
   ptx::launch_dependents();
-  // Phase 1 says only "this CTA runs" (nothing before it is read remotely): relaxed.
+  // The one cluster barrier phase: "this CTA runs and its barriers are initialized" (the fence
+  // above orders the initialization; nothing else is read remotely): relaxed.
   if (clustered) ptx::cluster_arrive_relaxed();
 
   if (warp >= kRingConsumerWarps) {
@@ -192,7 +207,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
     ptx::grid_dependency_wait();
     load_bias();
     __syncwarp();
-    if (clustered) ptx::cluster_wait_acquire();
+    // The barrier fold's second phase: every thread waits on the first before arriving again.
+    if (clustered && !async_fold) ptx::cluster_wait_acquire();
   } else {
     // The consumers have nothing to do before the activations land, which follows the wait.
     ptx::grid_dependency_wait();
@@ -250,44 +266,64 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
             }
       }
     }
-    // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, pushed to rank 0's
-    // fold buffer. Rows outside out are never read, so they are not sent.
+    // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, four elements per
+    // thread: rank 0 keeps its own in its fold buffer; the other ranks send theirs there, with
+    // st.async completing bytes on rank 0's fold_full barrier (async fold) or with plain
+    // distributed stores ordered by the second cluster barrier phase (barrier fold).
     ptx::named_barrier_sync(1, 32 * kRingConsumerWarps);  // every slice partial is written
-    // Every CTA of the cluster runs from here on; waiting only now lets the MMAs overlap the
-    // start of the cluster's other CTAs.
-    if (clustered) ptx::cluster_wait_acquire();
-    const uint32_t fold_address = clustered ? ptx::cluster_address(fold_sums, 0) : 0;
-    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kElements;
+    const bool remote = clustered && rank != 0;
+    // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
+    // only now lets the MMAs overlap the start of the cluster's other CTAs. The barrier fold
+    // makes every thread wait, as each must before it arrives on the second phase.
+    if (remote || (clustered && !async_fold)) ptx::cluster_wait_acquire();
+    const uint32_t fold_address = remote ? ptx::cluster_address(fold_sums, 0) : 0;
+    const uint32_t fold_barrier = remote ? ptx::cluster_address(fold_full, 0) : 0;
+    constexpr int kQuads = kElements / 4;
+    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kQuads;
          f += 32 * kRingConsumerWarps) {
-      const int local_group = f / kElements;
-      const int e = f % kElements;
-      if (m0 + e % Tile::kRowsW >= m || n0 + e / Tile::kRowsW >= n) continue;
+      const int local_group = f / kQuads;
+      const int e = (f % kQuads) * 4;
       const int first_slice = local_group * static_cast<int>(kGroupSlices);
       const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
-      const float* partial = slice_sums + int64_t{first_slice} * kElements + e;
-      float group_sum = partial[0];
-      for (int j = 1; j < count; ++j) group_sum = group_sum + partial[j * kElements];
+      const float4* partial =
+          reinterpret_cast<const float4*>(slice_sums + int64_t{first_slice} * kElements + e);
+      float4 group_sum = partial[0];
+      for (int j = 1; j < count; ++j) {
+        const float4 p = partial[j * (kElements / 4)];
+        group_sum =
+            make_float4(group_sum.x + p.x, group_sum.y + p.y, group_sum.z + p.z, group_sum.w + p.w);
+      }
       const int64_t index = (group_begin + local_group) * kElements + e;  // in floats
-      if (clustered) {
-        ptx::store_cluster_float(fold_address + static_cast<uint32_t>(index * 4), group_sum);
+      if (remote && async_fold) {
+        ptx::store_cluster_async_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum,
+                                    fold_barrier);
+      } else if (remote) {
+        ptx::store_cluster_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum);
       } else {
-        fold_sums[index] = group_sum;
+        *reinterpret_cast<float4*>(fold_sums + index) = group_sum;
       }
     }
   }
-  if (clustered) {
+  if (clustered && !async_fold) {
+    // Barrier fold: every thread arrives once its stores are done (release); rank 0 waits
+    // (acquire), which also orders its own group sums.
     __syncwarp();
-    ptx::cluster_arrive_release();  // this thread's pushes are done
-    if (rank != 0) return;          // nothing reads this rank's shared memory
+    ptx::cluster_arrive_release();
+    if (rank != 0) return;
+    ptx::cluster_wait_acquire();
   } else {
+    // The other ranks are done: nothing reads their shared memory, and rank 0 waits for their
+    // bytes. On rank 0 one thread waits (the others would only spin beside it), and the CTA
+    // barrier passes that on, together with rank 0's own group sums.
+    if (clustered && rank != 0) return;
+    if (clustered && threadIdx.x == 0) ptx::mbarrier_wait(fold_full, 0);
     __syncthreads();
   }
 
   // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
   // thread has passed griddepcontrol.wait, so out may be written.
   const int threads = static_cast<int>(blockDim.x);
-  if (clustered) ptx::cluster_wait_acquire();  // every rank's pushes are visible
-  constexpr int kBatch = 8;                    // loads in flight per thread before their adds
+  constexpr int kBatch = 8;  // loads in flight per thread before their adds
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     const int e = static_cast<int>(threadIdx.x) + j * threads;
