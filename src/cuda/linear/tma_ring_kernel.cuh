@@ -94,8 +94,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   using Tile = RingTile<kMT, kNT>;
   constexpr int kElements = Tile::kRowsW * Tile::kRowsX;
   extern __shared__ __align__(1024) char shared_raw[];
-  char* shared =
-      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
+  // Aligned by an offset from shared_raw (not through an integer round trip), so that the compiler
+  // keeps the shared address space and emits LDS/STS rather than generic loads and stores.
+  char* shared = shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u);
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
@@ -126,16 +127,17 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
-  // Rank 0's bias values, read by every thread right after its griddepcontrol.wait (the bias may
-  // belong to the preceding kernel) so that the load overlaps the ring instead of delaying the
-  // store. Sized for the smallest block; a larger one leaves its last elements empty.
-  constexpr int kPerThread = (kElements + kRingMinThreads - 1) / kRingMinThreads;
+  // Rank 0's bias values, read by every consumer thread right after its griddepcontrol.wait (the
+  // bias may belong to the preceding kernel) so that the load overlaps the ring instead of
+  // delaying the store. Consumer thread t folds and stores elements t, t + 128, ...
+  constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
+  constexpr int kPerThread = (kElements + kConsumerThreads - 1) / kConsumerThreads;
   float bias_values[kPerThread];
   const auto load_bias = [&] {
     if (rank != 0) return;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
+      const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
       const int64_t row_w = m0 + e % Tile::kRowsW;
       bias_values[j] = bias != nullptr && e < kElements && row_w < m
                            ? __bfloat162float(bias[row_w * bias_stride])
@@ -204,11 +206,14 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
         load_x(i);
       }
     }
-    ptx::grid_dependency_wait();
-    load_bias();
+    // The producers' part ends here. In the barrier fold every thread of the cluster arrives on
+    // the second phase, after waiting on the first.
     __syncwarp();
-    // The barrier fold's second phase: every thread waits on the first before arriving again.
-    if (clustered && !async_fold) ptx::cluster_wait_acquire();
+    if (clustered && !async_fold) {
+      ptx::cluster_wait_acquire();
+      ptx::cluster_arrive_release();
+    }
+    return;
   } else {
     // The consumers have nothing to do before the activations land, which follows the wait.
     ptx::grid_dependency_wait();
@@ -266,72 +271,80 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
             }
       }
     }
-    // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, four elements per
-    // thread: rank 0 keeps its own in its fold buffer; the other ranks send theirs there, with
-    // st.async completing bytes on rank 0's fold_full barrier (async fold) or with plain
-    // distributed stores ordered by the second cluster barrier phase (barrier fold).
-    ptx::named_barrier_sync(1, 32 * kRingConsumerWarps);  // every slice partial is written
-    const bool remote = clustered && rank != 0;
+  }
+  // Consumers from here. A group's sum is ((p0 + p1) + p2) + p3 over its slices' partials.
+  const auto group_sum = [&](int local_group, int e) {
+    const int first_slice = local_group * static_cast<int>(kGroupSlices);
+    const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
+    const float* partial = slice_sums + first_slice * kElements + e;
+    float values[kGroupSlices];
+#pragma unroll
+    for (int j = 0; j < kGroupSlices; ++j) values[j] = j < count ? partial[j * kElements] : 0.f;
+    float sum = values[0];
+#pragma unroll
+    for (int j = 1; j < kGroupSlices; ++j) {
+      if (j < count) sum += values[j];
+    }
+    return sum;
+  };
+  if (clustered && rank != 0) {
+    // The other ranks send their group sums into rank 0's fold buffer, four elements per store:
+    // with st.async, each completing its bytes on rank 0's fold_full barrier (async fold), or
+    // with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
+    ptx::named_barrier_sync(1, kConsumerThreads);  // every slice partial is written
     // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
-    // only now lets the MMAs overlap the start of the cluster's other CTAs. The barrier fold
-    // makes every thread wait, as each must before it arrives on the second phase.
-    if (remote || (clustered && !async_fold)) ptx::cluster_wait_acquire();
-    const uint32_t fold_address = remote ? ptx::cluster_address(fold_sums, 0) : 0;
-    const uint32_t fold_barrier = remote ? ptx::cluster_address(fold_full, 0) : 0;
+    // only now lets the MMAs overlap the start of the cluster's other CTAs.
+    ptx::cluster_wait_acquire();
+    const uint32_t fold_address = ptx::cluster_address(fold_sums, 0);
+    const uint32_t fold_barrier = ptx::cluster_address(fold_full, 0);
     constexpr int kQuads = kElements / 4;
-    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kQuads;
-         f += 32 * kRingConsumerWarps) {
+    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kQuads; f += kConsumerThreads) {
       const int local_group = f / kQuads;
       const int e = (f % kQuads) * 4;
-      const int first_slice = local_group * static_cast<int>(kGroupSlices);
-      const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
-      const float4* partial =
-          reinterpret_cast<const float4*>(slice_sums + int64_t{first_slice} * kElements + e);
-      float4 group_sum = partial[0];
-      for (int j = 1; j < count; ++j) {
-        const float4 p = partial[j * (kElements / 4)];
-        group_sum =
-            make_float4(group_sum.x + p.x, group_sum.y + p.y, group_sum.z + p.z, group_sum.w + p.w);
-      }
+      const float4 sums = make_float4(group_sum(local_group, e), group_sum(local_group, e + 1),
+                                      group_sum(local_group, e + 2), group_sum(local_group, e + 3));
       const int64_t index = (group_begin + local_group) * kElements + e;  // in floats
-      if (remote && async_fold) {
-        ptx::store_cluster_async_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum,
-                                    fold_barrier);
-      } else if (remote) {
-        ptx::store_cluster_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum);
+      const uint32_t address = fold_address + static_cast<uint32_t>(index * 4);
+      if (async_fold) {
+        ptx::store_cluster_async_v4(address, sums, fold_barrier);
       } else {
-        *reinterpret_cast<float4*>(fold_sums + index) = group_sum;
+        ptx::store_cluster_v4(address, sums);
       }
     }
-  }
-  if (clustered && !async_fold) {
-    // Barrier fold: every thread arrives once its stores are done (release); rank 0 waits
-    // (acquire), which also orders its own group sums.
-    __syncwarp();
-    ptx::cluster_arrive_release();
-    if (rank != 0) return;
-    ptx::cluster_wait_acquire();
-  } else {
-    // The other ranks are done: nothing reads their shared memory, and rank 0 waits for their
-    // bytes. On rank 0 one thread waits (the others would only spin beside it), and the CTA
-    // barrier passes that on, together with rank 0's own group sums.
-    if (clustered && rank != 0) return;
-    if (clustered && threadIdx.x == 0) ptx::mbarrier_wait(fold_full, 0);
-    __syncthreads();
+    // Nothing reads this CTA's shared memory any more. The barrier fold's second phase: arrive
+    // once the stores are done (release), for rank 0 to wait on.
+    if (!async_fold) {
+      __syncwarp();
+      ptx::cluster_arrive_release();
+    }
+    return;
   }
 
-  // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
-  // thread has passed griddepcontrol.wait, so out may be written.
-  const int threads = static_cast<int>(blockDim.x);
-  constexpr int kBatch = 8;  // loads in flight per thread before their adds
+  // Rank 0 (or the only CTA of its tile): its own groups come first in the tile's group order
+  // and are folded straight from the slice partials; the other ranks' group sums are in the fold
+  // buffer. Thread 0 waits for their bytes (the others would only spin beside it) and the
+  // consumers' barrier passes that on, together with the slice partials.
+  if (clustered && !async_fold) {
+    ptx::cluster_wait_acquire();
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  } else if (clustered && threadIdx.x == 0) {
+    ptx::mbarrier_wait(fold_full, 0);
+  }
+  ptx::named_barrier_sync(1, kConsumerThreads);
+
+  // Every group sum of the tile in ascending group order, then the bias. Every consumer thread
+  // has passed griddepcontrol.wait, so out may be written.
+  constexpr int kBatch = 8;  // fold-buffer loads in flight per thread before their adds
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * threads;
+    const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
     const int64_t row_w = m0 + e % Tile::kRowsW;
     const int64_t row_x = n0 + e / Tile::kRowsW;
     if (e >= kElements || row_w >= m || row_x >= n) continue;
-    float total = 0.f;
-    for (int64_t g0 = 0; g0 < groups; g0 += kBatch) {
+    float total = group_sum(0, e);
+    for (int g = 1; g < local_groups; ++g) total += group_sum(g, e);
+    for (int64_t g0 = local_groups; g0 < groups; g0 += kBatch) {
       float values[kBatch];
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
@@ -339,7 +352,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       }
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
-        if (g0 + i < groups) total = g0 + i == 0 ? values[i] : total + values[i];
+        if (g0 + i < groups) total += values[i];
       }
     }
     if (bias != nullptr) total += bias_values[j];
