@@ -244,11 +244,24 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
+      // Every slice of the batch whole (all but the last batch of a k tail): the chains with no
+      // guard, so that the compiler interleaves them instead of branching around each MMA.
+      bool whole = true;
 #pragma unroll
-      for (int block = 0; block < 8; ++block) {
+      for (int j = 0; j < kBatch; ++j) whole = whole && blocks[j] == 8;
+      if (whole) {
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+        for (int block = 0; block < 8; ++block) {
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+        }
+      } else {
+#pragma unroll
+        for (int block = 0; block < 8; ++block) {
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+          }
         }
       }
       __syncwarp();
