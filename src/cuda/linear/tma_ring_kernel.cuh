@@ -232,11 +232,16 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int i = first + j * kRingConsumerWarps;
-        const bool present = i < local_slices;
-        blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
-        stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
-        if (present)
+        if (i < local_slices) {
+          blocks[j] = slice_blocks(k, slice_begin + i);
+          stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
           ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
+        } else {
+          // Past the run: a duplicate of chain 0 (its result is dropped), so that every chain of
+          // the batch runs the same blocks and none needs a guard.
+          blocks[j] = blocks[0];
+          stages[j] = stages[0];
+        }
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -244,12 +249,13 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
-      // Every slice of the batch whole (all but the last batch of a k tail): the chains with no
-      // guard, so that the compiler interleaves them instead of branching around each MMA.
-      bool whole = true;
+      // Blocks every chain runs: 8, except in the batch holding the k tail's slice (the last of
+      // its present slices). Those go unguarded, interleaved across the chains; the compiler
+      // branched around each MMA when every one carried its own guard.
+      int common = 8;
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) whole = whole && blocks[j] == 8;
-      if (whole) {
+      for (int j = 0; j < kBatch; ++j) common = min(common, blocks[j]);
+      if (common == 8) {
 #pragma unroll
         for (int block = 0; block < 8; ++block) {
 #pragma unroll
@@ -258,9 +264,19 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       } else {
 #pragma unroll
         for (int block = 0; block < 8; ++block) {
+          if (block < common) {
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j)
+              ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+          }
+        }
+        // The whole slices' blocks past the tail's.
+#pragma unroll
+        for (int block = 1; block < 8; ++block) {
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
-            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+            if (block >= common && block < blocks[j])
+              ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
           }
         }
       }
