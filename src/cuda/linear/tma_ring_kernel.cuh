@@ -249,34 +249,39 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
-      // Blocks every chain runs: 8, except in the batch holding the k tail's slice (the last of
-      // its present slices). Those go unguarded, interleaved across the chains; the compiler
-      // branched around each MMA when every one carried its own guard.
-      int common = 8;
+      if constexpr (kMT * kNT == 1) {
+        // Every chain runs all 8 blocks, unguarded and interleaved (the compiler branched around
+        // each MMA when every one carried its own guard). Only the k tail's slice has fewer: past
+        // them its rows hold zeros, and its chain keeps the accumulator it had after its last
+        // block, taken at block == common. (Wider tiles would spill the copy: they keep guards.)
+        int common = 8;
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) common = min(common, blocks[j]);
-      if (common == 8) {
+        for (int j = 0; j < kBatch; ++j) common = min(common, blocks[j]);
+        float kept[kBatch][4];
 #pragma unroll
         for (int block = 0; block < 8; ++block) {
+          if (block == common) {
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) kept[j][e] = acc[j][0][0][e];
+          }
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (blocks[j] < 8) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][0][0][e] = kept[j][e];
+          }
         }
       } else {
 #pragma unroll
         for (int block = 0; block < 8; ++block) {
-          if (block < common) {
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j)
-              ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
-          }
-        }
-        // The whole slices' blocks past the tail's.
-#pragma unroll
-        for (int block = 1; block < 8; ++block) {
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
-            if (block >= common && block < blocks[j])
-              ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
           }
         }
       }
