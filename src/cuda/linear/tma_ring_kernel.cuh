@@ -42,6 +42,10 @@ namespace gemmkit::cuda::linear_family {
 
 constexpr int kRingMinThreads = 32 * (kRingConsumerWarps + 1);
 constexpr int kRingMaxThreads = 32 * (kRingConsumerWarps + kRingMaxProducerWarps);
+// Registers are capped so that two CTAs fit on one SM (2 x 256 threads x 128): the next grid's
+// CTAs under PDL and clusters pack there. At 146 registers ring16 held one CTA per SM, and
+// kimi-k2's 24 clusters of 5 no longer fitted the GPCs at once: two waves, 5.4 us against 3.5.
+constexpr int kRingMinBlocksPerSm = 2;
 constexpr int kRingHalfK = 64;  // k elements per 128-byte swizzled row
 constexpr int kRingRowBytes = 128;
 
@@ -85,7 +89,7 @@ __device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int la
 }
 
 template <typename Out, int kStages, int kMT, int kNT>
-__global__ void __launch_bounds__(kRingMaxThreads, 1)
+__global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     linear_tma_ring_kernel(const __grid_constant__ CUtensorMap w_map,
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
                            int64_t bias_stride, Out* out, int64_t out_row_stride,
@@ -251,29 +255,38 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       }
       if constexpr (kMT * kNT == 1) {
         // Every chain runs all 8 blocks, unguarded and interleaved (the compiler branched around
-        // each MMA when every one carried its own guard). Only the k tail's slice has fewer: past
-        // them its rows hold zeros, and its chain keeps the accumulator it had after its last
-        // block, taken at block == common. (Wider tiles would spill the copy: they keep guards.)
-        int common = 8;
+        // each MMA when every one carried its own guard). Only the k tail's slice has fewer (at
+        // most one chain, the last present one): past them its rows hold zeros, and its chain
+        // keeps the accumulator it had after its last block, taken at block == its count. (Wider
+        // tiles would spill the copy: they keep guards.)
+        int tail_chain = -1, tail_blocks = 8;
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) common = min(common, blocks[j]);
-        float kept[kBatch][4];
+        for (int j = 0; j < kBatch; ++j) {
+          if (first + j * kRingConsumerWarps < local_slices && blocks[j] < 8) {
+            tail_chain = j;
+            tail_blocks = blocks[j];
+          }
+        }
+        float kept[4];
 #pragma unroll
         for (int block = 0; block < 8; ++block) {
-          if (block == common) {
+          if (block == tail_blocks) {
 #pragma unroll
-            for (int j = 0; j < kBatch; ++j)
+            for (int j = 0; j < kBatch; ++j) {
+              if (j == tail_chain) {
 #pragma unroll
-              for (int e = 0; e < 4; ++e) kept[j][e] = acc[j][0][0][e];
+                for (int e = 0; e < 4; ++e) kept[e] = acc[j][0][0][e];
+              }
+            }
           }
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-          if (blocks[j] < 8) {
+          if (j == tail_chain) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[j][0][0][e] = kept[j][e];
+            for (int e = 0; e < 4; ++e) acc[j][0][0][e] = kept[e];
           }
         }
       } else {
