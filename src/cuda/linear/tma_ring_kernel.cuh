@@ -13,19 +13,20 @@
 // its run (slice c of every group: the SM's four tensor-core units share each group), each from
 // zero into a local partial. With four producer warps (blockDim 256), producer p streams the
 // slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
-// four lanes issue the copies; with one (blockDim 160), it streams every slice. After a barrier of
-// the four consumer warps they fold each group's partials in slice order ((p0 + p1) + p2) + p3.
-// Rank 0 keeps its group sums; the other ranks send theirs into rank 0's shared memory with
-// st.async, each store completing its bytes on rank 0's fold_full mbarrier, and exit. Rank 0
-// alone waits on that barrier (its expected bytes are every other rank's group sums), folds the
-// group sums in ascending group order, adds the bias and stores; every load of the fold is local.
-// One cluster barrier phase remains: every thread arrives at the start (relaxed: "this CTA runs
-// and rank 0's fold barrier is initialized"), and only the senders wait, just before sending
-// (the MMAs do not wait for it). No release fence or second phase sits between the last MMA and
-// the fold. That is the async fold (async_fold, the default). The barrier fold, its twin for
-// compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
-// distributed stores, and every thread arrives on a second phase (release) where rank 0 waits
-// (acquire) before folding.
+// four lanes issue the copies; with one (blockDim 160), it streams every slice; producers exit
+// once their copies are issued. A group's sum is the fold of its partials in slice order
+// ((p0 + p1) + p2) + p3. The other ranks fold their groups after a barrier of the four consumer
+// warps, send the sums into rank 0's shared memory with st.async, each store completing its bytes
+// on rank 0's fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds
+// its own groups straight from the slice partials, then the other ranks' group sums in ascending
+// group order, adds the bias and stores, on its 128 consumer threads: one thread waits on
+// fold_full and the consumers' barrier passes that on with the partials; every load of the fold
+// is local. One cluster barrier phase remains: every thread arrives at the start (relaxed: "this
+// CTA runs and rank 0's fold barrier is initialized"), and only the senders wait, just before
+// sending (the MMAs do not wait for it). That is the async fold (async_fold, the default). The
+// barrier fold, its twin for compute-sanitizer's racecheck (which does not follow st.async
+// hand-offs), sends with plain distributed stores, and every thread arrives on a second phase
+// (release) where rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
