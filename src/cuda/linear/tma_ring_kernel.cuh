@@ -13,19 +13,20 @@
 // its run (slice c of every group: the SM's four tensor-core units share each group), each from
 // zero into a local partial. With four producer warps (blockDim 256), producer p streams the
 // slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
-// four lanes issue the copies; with one (blockDim 160), it streams every slice. After a barrier of
-// the four consumer warps they fold each group's partials in slice order ((p0 + p1) + p2) + p3.
-// Rank 0 keeps its group sums; the other ranks send theirs into rank 0's shared memory with
-// st.async, each store completing its bytes on rank 0's fold_full mbarrier, and exit. Rank 0
-// alone waits on that barrier (its expected bytes are every other rank's group sums), folds the
-// group sums in ascending group order, adds the bias and stores; every load of the fold is local.
-// One cluster barrier phase remains: every thread arrives at the start (relaxed: "this CTA runs
-// and rank 0's fold barrier is initialized"), and only the senders wait, just before sending
-// (the MMAs do not wait for it). No release fence or second phase sits between the last MMA and
-// the fold. That is the async fold (async_fold, the default). The barrier fold, its twin for
-// compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
-// distributed stores, and every thread arrives on a second phase (release) where rank 0 waits
-// (acquire) before folding.
+// four lanes issue the copies; with one (blockDim 160), it streams every slice; producers exit
+// once their copies are issued. A group's sum is the fold of its partials in slice order
+// ((p0 + p1) + p2) + p3. The other ranks fold their groups after a barrier of the four consumer
+// warps, send the sums into rank 0's shared memory with st.async, each store completing its bytes
+// on rank 0's fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds
+// its own groups straight from the slice partials, then the other ranks' group sums in ascending
+// group order, adds the bias and stores, on its 128 consumer threads: one thread waits on
+// fold_full and the consumers' barrier passes that on with the partials; every load of the fold
+// is local. One cluster barrier phase remains: every thread arrives at the start (relaxed: "this
+// CTA runs and rank 0's fold barrier is initialized"), and only the senders wait, just before
+// sending (the MMAs do not wait for it). That is the async fold (async_fold, the default). The
+// barrier fold, its twin for compute-sanitizer's racecheck (which does not follow st.async
+// hand-offs), sends with plain distributed stores, and every thread arrives on a second phase
+// (release) where rank 0 waits (acquire) before folding.
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
@@ -42,6 +43,10 @@ namespace gemmkit::cuda::linear_family {
 
 constexpr int kRingMinThreads = 32 * (kRingConsumerWarps + 1);
 constexpr int kRingMaxThreads = 32 * (kRingConsumerWarps + kRingMaxProducerWarps);
+// Registers are capped so that two CTAs fit on one SM (2 x 256 threads x 128): the next grid's
+// CTAs under PDL and clusters pack there. At 146 registers ring16 held one CTA per SM, and
+// kimi-k2's 24 clusters of 5 no longer fitted the GPCs at once: two waves, 5.4 us against 3.5.
+constexpr int kRingMinBlocksPerSm = 2;
 constexpr int kRingHalfK = 64;  // k elements per 128-byte swizzled row
 constexpr int kRingRowBytes = 128;
 
@@ -85,7 +90,7 @@ __device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int la
 }
 
 template <typename Out, int kStages, int kMT, int kNT>
-__global__ void __launch_bounds__(kRingMaxThreads, 1)
+__global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     linear_tma_ring_kernel(const __grid_constant__ CUtensorMap w_map,
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
                            int64_t bias_stride, Out* out, int64_t out_row_stride,
@@ -94,8 +99,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   using Tile = RingTile<kMT, kNT>;
   constexpr int kElements = Tile::kRowsW * Tile::kRowsX;
   extern __shared__ __align__(1024) char shared_raw[];
-  char* shared =
-      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(shared_raw) + 1023) & ~uintptr_t{1023});
+  // Aligned by an offset from shared_raw (not through an integer round trip), so that the compiler
+  // keeps the shared address space and emits LDS/STS rather than generic loads and stores.
+  char* shared = shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u);
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
@@ -126,16 +132,17 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
-  // Rank 0's bias values, read by every thread right after its griddepcontrol.wait (the bias may
-  // belong to the preceding kernel) so that the load overlaps the ring instead of delaying the
-  // store. Sized for the smallest block; a larger one leaves its last elements empty.
-  constexpr int kPerThread = (kElements + kRingMinThreads - 1) / kRingMinThreads;
+  // Rank 0's bias values, read by every consumer thread right after its griddepcontrol.wait (the
+  // bias may belong to the preceding kernel) so that the load overlaps the ring instead of
+  // delaying the store. Consumer thread t folds and stores elements t, t + 128, ...
+  constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
+  constexpr int kPerThread = (kElements + kConsumerThreads - 1) / kConsumerThreads;
   float bias_values[kPerThread];
   const auto load_bias = [&] {
     if (rank != 0) return;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
+      const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
       const int64_t row_w = m0 + e % Tile::kRowsW;
       bias_values[j] = bias != nullptr && e < kElements && row_w < m
                            ? __bfloat162float(bias[row_w * bias_stride])
@@ -204,11 +211,14 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
         load_x(i);
       }
     }
-    ptx::grid_dependency_wait();
-    load_bias();
+    // The producers' part ends here. In the barrier fold every thread of the cluster arrives on
+    // the second phase, after waiting on the first.
     __syncwarp();
-    // The barrier fold's second phase: every thread waits on the first before arriving again.
-    if (clustered && !async_fold) ptx::cluster_wait_acquire();
+    if (clustered && !async_fold) {
+      ptx::cluster_wait_acquire();
+      ptx::cluster_arrive_release();
+    }
+    return;
   } else {
     // The consumers have nothing to do before the activations land, which follows the wait.
     ptx::grid_dependency_wait();
@@ -227,11 +237,16 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int i = first + j * kRingConsumerWarps;
-        const bool present = i < local_slices;
-        blocks[j] = present ? slice_blocks(k, slice_begin + i) : 0;
-        stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
-        if (present)
+        if (i < local_slices) {
+          blocks[j] = slice_blocks(k, slice_begin + i);
+          stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
           ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
+        } else {
+          // Past the run: a duplicate of chain 0 (its result is dropped), so that every chain of
+          // the batch runs the same blocks and none needs a guard.
+          blocks[j] = blocks[0];
+          stages[j] = stages[0];
+        }
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -239,11 +254,49 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
-#pragma unroll
-      for (int block = 0; block < 8; ++block) {
+      if constexpr (kMT * kNT == 1) {
+        // Every chain runs all 8 blocks, unguarded and interleaved (the compiler branched around
+        // each MMA when every one carried its own guard). Only the k tail's slice has fewer (at
+        // most one chain, the last present one): past them its rows hold zeros, and its chain
+        // keeps the accumulator it had after its last block, taken at block == its count. (Wider
+        // tiles would spill the copy: they keep guards.)
+        int tail_chain = -1, tail_blocks = 8;
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-          if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+          if (first + j * kRingConsumerWarps < local_slices && blocks[j] < 8) {
+            tail_chain = j;
+            tail_blocks = blocks[j];
+          }
+        }
+        float kept[4];
+#pragma unroll
+        for (int block = 0; block < 8; ++block) {
+          if (block == tail_blocks) {
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) {
+              if (j == tail_chain) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) kept[e] = acc[j][0][0][e];
+              }
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (j == tail_chain) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[j][0][0][e] = kept[e];
+          }
+        }
+      } else {
+#pragma unroll
+        for (int block = 0; block < 8; ++block) {
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
+          }
         }
       }
       __syncwarp();
@@ -266,72 +319,80 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
             }
       }
     }
-    // Group sums of the run, ((p0 + p1) + p2) + p3 over the group's slices, four elements per
-    // thread: rank 0 keeps its own in its fold buffer; the other ranks send theirs there, with
-    // st.async completing bytes on rank 0's fold_full barrier (async fold) or with plain
-    // distributed stores ordered by the second cluster barrier phase (barrier fold).
-    ptx::named_barrier_sync(1, 32 * kRingConsumerWarps);  // every slice partial is written
-    const bool remote = clustered && rank != 0;
+  }
+  // Consumers from here. A group's sum is ((p0 + p1) + p2) + p3 over its slices' partials.
+  const auto group_sum = [&](int local_group, int e) {
+    const int first_slice = local_group * static_cast<int>(kGroupSlices);
+    const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
+    const float* partial = slice_sums + first_slice * kElements + e;
+    float values[kGroupSlices];
+#pragma unroll
+    for (int j = 0; j < kGroupSlices; ++j) values[j] = j < count ? partial[j * kElements] : 0.f;
+    float sum = values[0];
+#pragma unroll
+    for (int j = 1; j < kGroupSlices; ++j) {
+      if (j < count) sum += values[j];
+    }
+    return sum;
+  };
+  if (clustered && rank != 0) {
+    // The other ranks send their group sums into rank 0's fold buffer, four elements per store:
+    // with st.async, each completing its bytes on rank 0's fold_full barrier (async fold), or
+    // with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
+    ptx::named_barrier_sync(1, kConsumerThreads);  // every slice partial is written
     // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
-    // only now lets the MMAs overlap the start of the cluster's other CTAs. The barrier fold
-    // makes every thread wait, as each must before it arrives on the second phase.
-    if (remote || (clustered && !async_fold)) ptx::cluster_wait_acquire();
-    const uint32_t fold_address = remote ? ptx::cluster_address(fold_sums, 0) : 0;
-    const uint32_t fold_barrier = remote ? ptx::cluster_address(fold_full, 0) : 0;
+    // only now lets the MMAs overlap the start of the cluster's other CTAs.
+    ptx::cluster_wait_acquire();
+    const uint32_t fold_address = ptx::cluster_address(fold_sums, 0);
+    const uint32_t fold_barrier = ptx::cluster_address(fold_full, 0);
     constexpr int kQuads = kElements / 4;
-    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kQuads;
-         f += 32 * kRingConsumerWarps) {
+    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kQuads; f += kConsumerThreads) {
       const int local_group = f / kQuads;
       const int e = (f % kQuads) * 4;
-      const int first_slice = local_group * static_cast<int>(kGroupSlices);
-      const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
-      const float4* partial =
-          reinterpret_cast<const float4*>(slice_sums + int64_t{first_slice} * kElements + e);
-      float4 group_sum = partial[0];
-      for (int j = 1; j < count; ++j) {
-        const float4 p = partial[j * (kElements / 4)];
-        group_sum =
-            make_float4(group_sum.x + p.x, group_sum.y + p.y, group_sum.z + p.z, group_sum.w + p.w);
-      }
+      const float4 sums = make_float4(group_sum(local_group, e), group_sum(local_group, e + 1),
+                                      group_sum(local_group, e + 2), group_sum(local_group, e + 3));
       const int64_t index = (group_begin + local_group) * kElements + e;  // in floats
-      if (remote && async_fold) {
-        ptx::store_cluster_async_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum,
-                                    fold_barrier);
-      } else if (remote) {
-        ptx::store_cluster_v4(fold_address + static_cast<uint32_t>(index * 4), group_sum);
+      const uint32_t address = fold_address + static_cast<uint32_t>(index * 4);
+      if (async_fold) {
+        ptx::store_cluster_async_v4(address, sums, fold_barrier);
       } else {
-        *reinterpret_cast<float4*>(fold_sums + index) = group_sum;
+        ptx::store_cluster_v4(address, sums);
       }
     }
-  }
-  if (clustered && !async_fold) {
-    // Barrier fold: every thread arrives once its stores are done (release); rank 0 waits
-    // (acquire), which also orders its own group sums.
-    __syncwarp();
-    ptx::cluster_arrive_release();
-    if (rank != 0) return;
-    ptx::cluster_wait_acquire();
-  } else {
-    // The other ranks are done: nothing reads their shared memory, and rank 0 waits for their
-    // bytes. On rank 0 one thread waits (the others would only spin beside it), and the CTA
-    // barrier passes that on, together with rank 0's own group sums.
-    if (clustered && rank != 0) return;
-    if (clustered && threadIdx.x == 0) ptx::mbarrier_wait(fold_full, 0);
-    __syncthreads();
+    // Nothing reads this CTA's shared memory any more. The barrier fold's second phase: arrive
+    // once the stores are done (release), for rank 0 to wait on.
+    if (!async_fold) {
+      __syncwarp();
+      ptx::cluster_arrive_release();
+    }
+    return;
   }
 
-  // Rank 0: fold every group sum of the tile in ascending group order, then the bias. Every
-  // thread has passed griddepcontrol.wait, so out may be written.
-  const int threads = static_cast<int>(blockDim.x);
-  constexpr int kBatch = 8;  // loads in flight per thread before their adds
+  // Rank 0 (or the only CTA of its tile): its own groups come first in the tile's group order
+  // and are folded straight from the slice partials; the other ranks' group sums are in the fold
+  // buffer. Thread 0 waits for their bytes (the others would only spin beside it) and the
+  // consumers' barrier passes that on, together with the slice partials.
+  if (clustered && !async_fold) {
+    ptx::cluster_wait_acquire();
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  } else if (clustered && threadIdx.x == 0) {
+    ptx::mbarrier_wait(fold_full, 0);
+  }
+  ptx::named_barrier_sync(1, kConsumerThreads);
+
+  // Every group sum of the tile in ascending group order, then the bias. Every consumer thread
+  // has passed griddepcontrol.wait, so out may be written.
+  constexpr int kBatch = 8;  // fold-buffer loads in flight per thread before their adds
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * threads;
+    const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
     const int64_t row_w = m0 + e % Tile::kRowsW;
     const int64_t row_x = n0 + e / Tile::kRowsW;
     if (e >= kElements || row_w >= m || row_x >= n) continue;
-    float total = 0.f;
-    for (int64_t g0 = 0; g0 < groups; g0 += kBatch) {
+    float total = group_sum(0, e);
+    for (int g = 1; g < local_groups; ++g) total += group_sum(g, e);
+    for (int64_t g0 = local_groups; g0 < groups; g0 += kBatch) {
       float values[kBatch];
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
@@ -339,7 +400,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, 1)
       }
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
-        if (g0 + i < groups) total = g0 + i == 0 ? values[i] : total + values[i];
+        if (g0 + i < groups) total += values[i];
       }
     }
     if (bias != nullptr) total += bias_values[j];
