@@ -41,7 +41,6 @@
 
 namespace gemmkit::cuda::linear_family {
 
-constexpr int kRingMinThreads = 32 * (kRingConsumerWarps + 1);
 constexpr int kRingMaxThreads = 32 * (kRingConsumerWarps + kRingMaxProducerWarps);
 // Registers are capped so that two CTAs fit on one SM (2 x 256 threads x 128): the next grid's
 // CTAs under PDL and clusters pack there. At 146 registers ring16 held one CTA per SM, and
