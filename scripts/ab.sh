@@ -8,28 +8,36 @@
 # .git/info/exclude), scripts/prepare-device.sh; then on the device (carry [".deps", "ab"]):
 #   bash scripts/ab.sh 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
 # Each argument is `name|gemmkit arguments`; --device cuda:0 --check is added. Settings:
-# GEMMKIT_AB_PASSES (default 2). Output: $OUT/ab.txt, one line per (pass, row, build): the time
-# and check lines of `gemmkit`.
+# GEMMKIT_AB_PASSES (default 2), GEMMKIT_AB_TAG (output name, for several runs in one device call:
+# the device tool returns at most 8 files). Output: $OUT/ab[-TAG].txt alone (the build logs stay
+# in a temporary folder and only a failing build's tail is printed), one line per (pass, row,
+# build): the time and check lines of `gemmkit`. Run again in the same call, both builds are
+# already up to date.
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: bash scripts/ab.sh 'name|gemmkit args' ..." >&2; exit 2; }
 [ -d ab ] || { echo "ab/: no worktree of the other commit (see the header)" >&2; exit 2; }
 root=$PWD
 top=${OUT:-$PWD/out}
 mkdir -p "$top"
+result=$top/ab${GEMMKIT_AB_TAG:+-$GEMMKIT_AB_TAG}.txt
+logs=$(mktemp -d)
 cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
 export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
 (cmake -S ab -B ab/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGEMMKIT_CUDA=ON \
   -DGEMMKIT_GTEST_SOURCE_DIR="$root/.deps/googletest" \
   -DGEMMKIT_DLPACK_INCLUDE_DIR="$root/.deps/include" \
-  ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$top/ab-build.log" 2>&1 &&
-  nice cmake --build ab/b -j8 --target gemmkit_cli >>"$top/ab-build.log" 2>&1) &
+  ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$logs/ab-build.log" 2>&1 &&
+  nice cmake --build ab/b -j8 --target gemmkit_cli >>"$logs/ab-build.log" 2>&1) &
 other=$!
-OUT=$top/build GEMMKIT_BUILD_TARGET=gemmkit_cli bash scripts/device.sh build >"$top/build.txt" 2>&1
+OUT=$logs/build GEMMKIT_BUILD_TARGET=gemmkit_cli bash scripts/device.sh build >"$logs/build.txt" 2>&1
 this_status=$?
 wait $other
 other_status=$?
 echo "builds: this checkout status $this_status, ab/ status $other_status"
-[ $this_status -eq 0 ] && [ $other_status -eq 0 ] || { tail -20 "$top/ab-build.log"; exit 1; }
+[ $this_status -eq 0 ] && [ $other_status -eq 0 ] || {
+  tail -20 "$logs/build.txt" "$logs/ab-build.log"
+  exit 1
+}
 for pass in $(seq "${GEMMKIT_AB_PASSES:-2}"); do
   for row in "$@"; do
     name=${row%%|*}
@@ -40,4 +48,5 @@ for pass in $(seq "${GEMMKIT_AB_PASSES:-2}"); do
       echo "$pass $name ${bin%%/*} $result"
     done
   done
-done | tee "$top/ab.txt"
+done | tee "$result"
+rm -rf "$logs"
