@@ -79,8 +79,9 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
-// 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer holding every group's
-// fp32 sum of the tile, the fp32 partials of the CTA's own slices, and 2 * stages + 1 mbarriers.
+// 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer with a slot for every
+// group's fp32 sum of the tile (those of rank 0's own groups unused), the fp32 partials of the
+// CTA's own slices, and 2 * stages + 1 mbarriers.
 inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups,
                                       int64_t groups_per_rank) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;

@@ -104,7 +104,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
-  // (groups, kRowsX, kRowsW) fp32, live in rank 0 | slice partials of this CTA's run
+  // (groups, kRowsX, kRowsW) fp32, live in rank 0, whose own groups' slots stay unused (it folds
+  // those from its slice partials) | slice partials of this CTA's run
   // (groups_per_rank * 4, kRowsX, kRowsW) fp32 | full[kStages] | empty[kStages] | fold_full
   // (rank 0: completes when every other rank's group sums have landed).
   char* ring = shared;
