@@ -65,10 +65,12 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
   EXPECT_EQ(c.tiles, 8);
   EXPECT_EQ(c.cluster, 6);
   EXPECT_EQ(c.groups_per_rank, 1);
-  // Two groups (k = 720) stay in one CTA with a ring that holds all six slices.
+  // Two groups (k = 720) split too: one group of four slices per rank.
   const LinearConfig tiny = select_linear_config(bf16_shape(1, 128, 720), kH200, "", true);
-  EXPECT_EQ(tiny.cluster, 1) << tiny.to_string();
-  EXPECT_EQ(tiny.name, "ring8.t1x1.p4.c1");
+  EXPECT_EQ(tiny.cluster, 2) << tiny.to_string();
+  EXPECT_EQ(tiny.name, "ring4.t1x1.p4.c2");
+  // One group (k <= 512) has nothing to split.
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "", true).cluster, 1);
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
@@ -242,7 +244,7 @@ TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {
   EXPECT_EQ(select_linear_config(s, barrier_device, "ring8.fa", true).name, "ring8.t1x1.p4.c6");
   EXPECT_TRUE(select_linear_config(s, barrier_device, "ring8.fa", true).async_fold);
   // Without a cluster there is nothing to fold across CTAs: the name says nothing.
-  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 720), kH200, "ring8.fb", true).name,
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "ring8.fb", true).name,
             "ring8.t1x1.p4.c1");
   for (const std::string bad : {"ring8.fc", "ring8.fb.p4", "ring8.f", "ring8.fbb"}) {
     try {

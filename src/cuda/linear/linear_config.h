@@ -203,10 +203,10 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   const int64_t groups = ceil_div(s.k, kGroupK);
   // Split k over a cluster until the grid covers the multiprocessors once (twice measured
   // slower: 1 x 256 x 7168 took 12.1 us at cluster 14 against 8.6 us at cluster 7).
-  // Two groups or fewer stay in one CTA: 1 x 128 x 720 took 2.94 us unclustered (ring8)
-  // against 3.18 us over a cluster of 2, whose barrier costs more than the second group.
+  // Two groups split too (EXPERIMENT, not measured on this code: with the st.async fold,
+  // 1 x 128 x 720 took 2.15 us over a cluster of 2 against 2.28 us unclustered).
   int64_t cluster = 1;
-  if (d.cluster_launch && groups > 2) {
+  if (d.cluster_launch && groups > 1) {
     cluster = std::max<int64_t>(1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
                                                       d.multiprocessors / c.tiles}));
   }
