@@ -74,8 +74,8 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
-  EXPECT_EQ(family_max_n(128, 2880), 64);
-  EXPECT_EQ(family_max_n(32, 2880), 64);
+  EXPECT_EQ(family_max_n(128, 2880), 128);
+  EXPECT_EQ(family_max_n(32, 2880), 128);
   EXPECT_EQ(family_max_n(256, 7168), 16);
   EXPECT_EQ(family_max_n(1024, 1024), 16);
   EXPECT_EQ(family_max_n(1024, 1032), 8);
@@ -88,6 +88,11 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
             LinearPath::cublaslt);
+  // A router-sized weight up to n = 128: 128 tiles of 16 x 8, one CTA each (no split).
+  const LinearConfig n128 = select_linear_config(bf16_shape(128, 128, 2880), kH200, "", true);
+  EXPECT_EQ(n128.path, LinearPath::tma_ring);
+  EXPECT_EQ(n128.tiles, 128);
+  EXPECT_EQ(n128.cluster, 1);
 }
 
 TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
@@ -101,7 +106,7 @@ TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
 }
 
 TEST(LinearDispatch, AboveTheFamilyGoesToCublasLt) {
-  for (int64_t n : {int64_t{65}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
+  for (int64_t n : {int64_t{129}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
     const LinearConfig c = select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true);
     EXPECT_EQ(c.path, LinearPath::cublaslt) << n;
     EXPECT_NE(c.reason.find("batch-invariance"), std::string::npos);
