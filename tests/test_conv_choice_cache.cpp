@@ -195,6 +195,33 @@ TEST(ConvChoiceCache, KeepsChoicesNotFailuresAndStaysBounded) {
   EXPECT_EQ(first->first_text, to_string(first->candidates.first));
 }
 
+TEST(ConvChoiceCache, RaceOutcomeLivesWithItsChoice) {
+  ConvChoiceCache cache;
+  const ConvProblem p = make_problem(gemmkit_test::depthwise_spec({8, 56, 56, 96}, 7, 1, 3));
+  const DeviceDescription dev = h200(true);
+  const auto select = [&] { return select_conv_candidates(p, dev, request()); };
+  const auto choice = cache.get(conv_choice_key(p, dev, 0, request()), select);
+  EXPECT_EQ(choice->raced(), nullptr);
+  auto mine = std::make_shared<RaceResult>();
+  mine->chosen = choice->candidates.second;
+  mine->text = "second";
+  EXPECT_EQ(choice->keep_race(mine).get(), mine.get());
+  // A later race (another thread's) does not replace the kept one.
+  auto late = std::make_shared<RaceResult>();
+  late->text = "late";
+  EXPECT_EQ(choice->keep_race(late)->text, "second");
+  EXPECT_EQ(cache.get(conv_choice_key(p, dev, 0, request()), select)->raced()->text, "second");
+  // Bounded with the choices: once the cache starts over, the shape has a fresh choice, unraced;
+  // a holder of the old one keeps its outcome.
+  for (std::size_t i = 0; i < kConvChoiceCapacity; ++i) {
+    cache.get(conv_choice_key(p, dev, static_cast<int>(i + 1), request()), select);
+  }
+  const auto fresh = cache.get(conv_choice_key(p, dev, 0, request()), select);
+  EXPECT_NE(fresh.get(), choice.get());
+  EXPECT_EQ(fresh->raced(), nullptr);
+  EXPECT_EQ(choice->raced()->text, "second");
+}
+
 // Host time per call of the selection and of a cache hit (key + lookup), printed, not asserted:
 // --gtest_also_run_disabled_tests --gtest_filter='*Timing*'.
 TEST(ConvChoiceCache, DISABLED_HostTiming) {

@@ -65,15 +65,17 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
   EXPECT_EQ(c.tiles, 8);
   EXPECT_EQ(c.cluster, 6);
   EXPECT_EQ(c.groups_per_rank, 1);
-  // Two groups (k = 720) stay in one CTA with a ring that holds all six slices.
+  // Two groups (k = 720) split too: one group of four slices per rank.
   const LinearConfig tiny = select_linear_config(bf16_shape(1, 128, 720), kH200, "", true);
-  EXPECT_EQ(tiny.cluster, 1) << tiny.to_string();
-  EXPECT_EQ(tiny.name, "ring8.t1x1.p4.c1");
+  EXPECT_EQ(tiny.cluster, 2) << tiny.to_string();
+  EXPECT_EQ(tiny.name, "ring4.t1x1.p4.c2");
+  // One group (k <= 512) has nothing to split.
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "", true).cluster, 1);
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
-  EXPECT_EQ(family_max_n(128, 2880), 64);
-  EXPECT_EQ(family_max_n(32, 2880), 64);
+  EXPECT_EQ(family_max_n(128, 2880), 128);
+  EXPECT_EQ(family_max_n(32, 2880), 128);
   EXPECT_EQ(family_max_n(256, 7168), 16);
   EXPECT_EQ(family_max_n(1024, 1024), 16);
   EXPECT_EQ(family_max_n(1024, 1032), 8);
@@ -86,6 +88,11 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
             LinearPath::cublaslt);
+  // A router-sized weight up to n = 128: 128 tiles of 16 x 8, one CTA each (no split).
+  const LinearConfig n128 = select_linear_config(bf16_shape(128, 128, 2880), kH200, "", true);
+  EXPECT_EQ(n128.path, LinearPath::tma_ring);
+  EXPECT_EQ(n128.tiles, 128);
+  EXPECT_EQ(n128.cluster, 1);
 }
 
 TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
@@ -99,7 +106,7 @@ TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
 }
 
 TEST(LinearDispatch, AboveTheFamilyGoesToCublasLt) {
-  for (int64_t n : {int64_t{65}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
+  for (int64_t n : {int64_t{129}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
     const LinearConfig c = select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true);
     EXPECT_EQ(c.path, LinearPath::cublaslt) << n;
     EXPECT_NE(c.reason.find("batch-invariance"), std::string::npos);
@@ -242,7 +249,7 @@ TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {
   EXPECT_EQ(select_linear_config(s, barrier_device, "ring8.fa", true).name, "ring8.t1x1.p4.c6");
   EXPECT_TRUE(select_linear_config(s, barrier_device, "ring8.fa", true).async_fold);
   // Without a cluster there is nothing to fold across CTAs: the name says nothing.
-  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 720), kH200, "ring8.fb", true).name,
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "ring8.fb", true).name,
             "ring8.t1x1.p4.c1");
   for (const std::string bad : {"ring8.fc", "ring8.fb.p4", "ring8.f", "ring8.fbb"}) {
     try {

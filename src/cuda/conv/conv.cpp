@@ -5,10 +5,9 @@
 // Under auto, where an own memory-bound path and cuDNN both serve a shape, the first eager call
 // times both and the faster one serves the shape from then on (raced_choice).
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 
 #include "api/validate.h"
 #include "cuda/common/cuda_check.h"
@@ -104,25 +103,13 @@ bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
 // ---- auto's race between an own path and cuDNN ------------------------------------------------
 // On a shape's first eager call (not under stream capture, GEMMKIT_CONV_CUDNN_AUTOTUNE not 0),
 // both candidates run once (cuDNN picks its engine then), then kRaceRuns times each behind a GPU
-// delay (the host's enqueue cost is not timed); the faster one is kept for the shape for the
-// process (select_conv_candidates and challenger_wins in conv_select.h say which shapes race and
-// when the challenger wins). Under capture, or before the first eager call, the static choice runs.
+// delay (the host's enqueue cost is not timed); the faster one is kept with the shape's choice
+// in the choice cache, as long as the cache keeps it (select_conv_candidates and challenger_wins
+// in conv_select.h say which shapes race and when the challenger wins). Under capture, or before
+// the first eager call, the static choice runs.
 
 constexpr int kRaceRuns = 10;
 constexpr int kRaceDelayUs = 1000;
-
-// The race's outcome for a call shape (keyed like the choice cache: everything the two
-// candidates' speed depends on), with the chosen config and its text.
-struct RaceResult {
-  ConvConfig chosen;
-  std::string text;  // to_string(chosen)
-};
-
-std::mutex g_race_mutex;
-std::unordered_map<ConvChoiceKey, RaceResult, ConvChoiceKeyHash>& race_results() {
-  static std::unordered_map<ConvChoiceKey, RaceResult, ConvChoiceKeyHash> results;
-  return results;
-}
 
 ConvChoiceCache& choice_cache() {
   static ConvChoiceCache cache;
@@ -158,18 +145,15 @@ std::string us_text(double us) {
   return t.str();
 }
 
-// The race's result for this call shape (ConvCandidates::race), raced now on its first eager
-// call; nullptr when it cannot be raced on this call (stream capture, or autotuning off; `why_not`
-// says which): the static choice runs then and the shape stays unraced.
-const RaceResult* raced_choice(const detail::ConvProblem& problem, const ConvGeometry& g,
-                               const ConvRequest& request, const DeviceDescription& dev, int device,
-                               cudaStream_t s, const ConvChoiceKey& key, const ConvCandidates& c,
-                               std::string& why_not) {
-  {
-    std::lock_guard<std::mutex> lock(g_race_mutex);
-    const auto it = race_results().find(key);
-    if (it != race_results().end()) return &it->second;  // never erased: the address stays
-  }
+// The race's outcome for this call shape (ConvCandidates::race), kept with its choice, or raced
+// now on its first eager call; null when it cannot be raced on this call (stream capture, or
+// autotuning off; `why_not` says which): the static choice runs then and the shape stays unraced.
+std::shared_ptr<const RaceResult> raced_choice(const detail::ConvProblem& problem,
+                                               const ConvGeometry& g, const ConvRequest& request,
+                                               const DeviceDescription& dev, int device,
+                                               cudaStream_t s, const ConvChoice& choice,
+                                               std::string& why_not) {
+  if (std::shared_ptr<const RaceResult> kept = choice.raced()) return kept;
   if (!parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"))) {
     why_not = "GEMMKIT_CONV_CUDNN_AUTOTUNE=0";
     return nullptr;
@@ -178,6 +162,7 @@ const RaceResult* raced_choice(const detail::ConvProblem& problem, const ConvGeo
     why_not = "stream capture";
     return nullptr;
   }
+  const ConvCandidates& c = choice.candidates;
   const double first_us = time_candidate(problem, g, request, dev, device, s, c.first);
   const double second_us = time_candidate(problem, g, request, dev, device, s, c.second);
   const bool second = second_us >= 0 && (first_us < 0 || challenger_wins(first_us, second_us));
@@ -185,15 +170,14 @@ const RaceResult* raced_choice(const detail::ConvProblem& problem, const ConvGeo
                           (first_us < 0 ? "(cannot run)" : us_text(first_us)) + " against " +
                           path_name(c.second.path) + " " +
                           (second_us < 0 ? "(cannot run)" : us_text(second_us));
-  RaceResult r;
-  r.chosen = second ? c.second : c.first;
-  r.chosen.reason = (second ? c.second.reason + " (raced: faster than " +
-                                  std::string(path_name(c.first.path)) + ")"
-                            : c.first.reason) +
-                    "; " + how;
-  r.text = to_string(r.chosen);
-  std::lock_guard<std::mutex> lock(g_race_mutex);
-  return &race_results().emplace(key, std::move(r)).first->second;
+  auto r = std::make_shared<RaceResult>();
+  r->chosen = second ? c.second : c.first;
+  r->chosen.reason = (second ? c.second.reason + " (raced: faster than " +
+                                   std::string(path_name(c.first.path)) + ")"
+                             : c.first.reason) +
+                     "; " + how;
+  r->text = to_string(r->chosen);
+  return choice.keep_race(std::move(r));
 }
 
 }  // namespace
@@ -218,10 +202,11 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   const cudaStream_t s = stream;
   ConvConfig config = candidates.first;
   const std::string* text = &choice->first_text;
+  std::shared_ptr<const RaceResult> raced;  // holds *text while it points into the race
   if (candidates.race) {
     std::string not_raced;
-    if (const RaceResult* raced =
-            raced_choice(problem, g, request, dev, device, s, key, candidates, not_raced)) {
+    raced = raced_choice(problem, g, request, dev, device, s, *choice, not_raced);
+    if (raced != nullptr) {
       config = raced->chosen;
       text = &raced->text;
     } else {

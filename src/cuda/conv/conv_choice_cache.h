@@ -11,7 +11,8 @@
 // (to_string) is kept with it for the same reason.
 //
 // The cache is bounded (kConvChoiceCapacity keys; past that it starts over), thread-safe, and a
-// selection that throws (a forced algo that cannot serve) is not kept.
+// selection that throws (a forced algo that cannot serve) is not kept. Each choice also keeps
+// its race's outcome (auto's race between an own path and cuDNN), inside the same bound.
 #pragma once
 
 #include <array>
@@ -112,11 +113,35 @@ inline ConvChoiceKey conv_choice_key(const detail::ConvProblem& p, const DeviceD
   return k;
 }
 
-// A kept choice: select_conv_candidates' result and the text of the candidate that runs unless
-// a race picks (the race keeps its own text: RaceResult in conv.cpp).
+// The outcome of auto's race between an own path and cuDNN for a call shape
+// (ConvCandidates::race; conv.cpp runs it): the chosen config and its text.
+struct RaceResult {
+  ConvConfig chosen;
+  std::string text;  // to_string(chosen)
+};
+
+// A kept choice: select_conv_candidates' result, the text of the candidate that runs unless a
+// race picks, and the race's outcome once raced. The outcome lives with the choice, so the
+// cache's bound holds it too (a shape dropped from the cache is raced again when it returns).
 struct ConvChoice {
   ConvCandidates candidates;
   std::string first_text;  // to_string(candidates.first)
+
+  // The race's outcome, or null before the race.
+  std::shared_ptr<const RaceResult> raced() const {
+    std::lock_guard<std::mutex> lock(race_mutex_);
+    return race_;
+  }
+  // Keeps `result` unless a race of another thread was kept first; returns the kept one.
+  std::shared_ptr<const RaceResult> keep_race(std::shared_ptr<const RaceResult> result) const {
+    std::lock_guard<std::mutex> lock(race_mutex_);
+    if (race_ == nullptr) race_ = std::move(result);
+    return race_;
+  }
+
+ private:
+  mutable std::mutex race_mutex_;
+  mutable std::shared_ptr<const RaceResult> race_;
 };
 
 constexpr std::size_t kConvChoiceCapacity = 4096;

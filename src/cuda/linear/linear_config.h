@@ -59,12 +59,13 @@ struct LinearConfig {
 
 // Largest batch the tensor-core family serves (its batch-invariance contract holds for n up to
 // here); larger batches go to cuBLASLt. Crossovers measured on the H200: docs/perf.md.
-constexpr int64_t kFamilyMaxN = 64;
+constexpr int64_t kFamilyMaxN = 128;
 constexpr int kReferenceThreads = 128;
 
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
-// (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 64 where the weight is
-// router-sized (m * k <= 128 * 2880), up to 16 below m = 1024 or up to a 1024 x 1024 weight
+// (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 128 where the weight is
+// router-sized (m <= 128, k <= 2880: 128 x 128 x 2880 took 4.35 us forced onto ring16 against
+// cuBLASLt's 6.71), up to 16 below m = 1024 or up to a 1024 x 1024 weight
 // (seed-mid, 16 x 1024 x 1024: ring8.t1x1.p4 measured 3.37 us against cuBLASLt's 3.67 with PDL;
 // with one producer warp it was 3.77).
 inline int64_t family_max_n(int64_t m, int64_t k) {
@@ -203,10 +204,10 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   const int64_t groups = ceil_div(s.k, kGroupK);
   // Split k over a cluster until the grid covers the multiprocessors once (twice measured
   // slower: 1 x 256 x 7168 took 12.1 us at cluster 14 against 8.6 us at cluster 7).
-  // Two groups or fewer stay in one CTA: 1 x 128 x 720 took 2.94 us unclustered (ring8)
-  // against 3.18 us over a cluster of 2, whose barrier costs more than the second group.
+  // Two groups split too: 1 x 128 x 720 took 1.75 us over a cluster of 2 (ring4) against 1.88 us
+  // in one CTA (ring8; H200, PDL, same binary).
   int64_t cluster = 1;
-  if (d.cluster_launch && groups > 2) {
+  if (d.cluster_launch && groups > 1) {
     cluster = std::max<int64_t>(1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
                                                       d.multiprocessors / c.tiles}));
   }

@@ -30,6 +30,10 @@
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
+// Consumer thread 0 triggers the dependent grid right after its wait (so the next grid streams
+// its weights while this one works, and no more than one grid waits ahead).
+// A batch's MMA chains run as straight-line code: the fragments of the next k16 block are read
+// while the current block's MMAs run, and MMAs past a slice's blocks are predicated off.
 //
 // Wins: small n (decode batches, MoE routers), where the work is streaming w from HBM: the
 // cluster split spreads one weight tile over up to 16 SMs, and there is one kernel, no workspace.
@@ -61,6 +65,21 @@ struct RingTile {
 // One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
 // rows, (8, 16) per nt) come from the stage's swizzled halves by ldmatrix; lane l addresses
 // row l % 16 (A) or l % 8 (B) and the 16-byte chunk picked by l / 16 (A) or l / 8 (B).
+// The fragments of one k16 block of a 16 x 8 tile (as ring_slice_mma reads them for kMT = kNT = 1).
+__device__ __forceinline__ void ring_block_fragments(uint32_t stage, int block, int lane,
+                                                     uint32_t (&a)[4], uint32_t (&b)[2]) {
+  using Tile = RingTile<1, 1>;
+  const int half = block >> 2;
+  const int chunk0 = (block & 3) * 2;
+  const uint32_t w_half = stage + half * Tile::kWHalfBytes;
+  const uint32_t x_half = stage + 2 * Tile::kWHalfBytes + half * Tile::kXHalfBytes;
+  const int row_x = lane & 7;
+  ptx::ldmatrix_x2(b, x_half + row_x * kRingRowBytes +
+                          (((chunk0 + ((lane >> 3) & 1)) ^ (row_x & 7)) << 4));
+  const int row_w = lane & 15;
+  ptx::ldmatrix_x4(a, w_half + row_w * kRingRowBytes + (((chunk0 + (lane >> 4)) ^ (row_w & 7)) << 4));
+}
+
 template <int kMT, int kNT>
 __device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int lane,
                                                float (&acc)[kMT][kNT][4]) {
@@ -165,7 +184,6 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     ptx::fence_barrier_init();
   }
   __syncthreads();
-  ptx::launch_dependents();
   // The one cluster barrier phase: "this CTA runs and its barriers are initialized" (the fence
   // above orders the initialization; nothing else is read remotely): relaxed.
   if (clustered) ptx::cluster_arrive_relaxed();
@@ -222,6 +240,11 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   } else {
     // The consumers have nothing to do before the activations land, which follows the wait.
     ptx::grid_dependency_wait();
+    // The next grid may launch once every CTA of this one is past its wait, i.e. once the
+    // preceding grid is done: it then streams its weights while this one works. Triggered right
+    // after the prologue, about 30 grids were resident and waiting (gpt-oss n64 3.52 us against
+    // 2.93 here); after the MMAs, its weight stream came too late (3.32 us).
+    if (threadIdx.x == 0) ptx::launch_dependents();
     load_bias();
     // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
     // MMAs from zero, and leaves its partial in slice_sums.
@@ -242,9 +265,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
           stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
           ptx::mbarrier_wait(&full[ring_stage(i, kStages)], ring_full_parity(i, kStages));
         } else {
-          // Past the run: a duplicate of chain 0 (its result is dropped), so that every chain of
-          // the batch runs the same blocks and none needs a guard.
-          blocks[j] = blocks[0];
+          // Past the run: no MMA (blocks 0); its fragments are read from chain 0's stage.
+          blocks[j] = 0;
           stages[j] = stages[0];
         }
 #pragma unroll
@@ -255,39 +277,24 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
       if constexpr (kMT * kNT == 1) {
-        // Every chain runs all 8 blocks, unguarded and interleaved (the compiler branched around
-        // each MMA when every one carried its own guard). Only the k tail's slice has fewer (at
-        // most one chain, the last present one): past them its rows hold zeros, and its chain
-        // keeps the accumulator it had after its last block, taken at block == its count. (Wider
-        // tiles would spill the copy: they keep guards.)
-        int tail_chain = -1, tail_blocks = 8;
+        // Straight-line chains: the fragments of block b + 1 are read while block b's MMAs run
+        // (two register buffers), and a chain's MMAs past its slice's blocks (the k tail, or
+        // every block of an absent chain) are predicated off rather than branched around.
+        uint32_t a[2][kBatch][4], b[2][kBatch][2];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          if (first + j * kRingConsumerWarps < local_slices && blocks[j] < 8) {
-            tail_chain = j;
-            tail_blocks = blocks[j];
-          }
-        }
-        float kept[4];
+        for (int j = 0; j < kBatch; ++j) ring_block_fragments(stages[j], 0, lane, a[0][j], b[0][j]);
 #pragma unroll
         for (int block = 0; block < 8; ++block) {
-          if (block == tail_blocks) {
+          const int now = block & 1;
+          if (block + 1 < 8) {
 #pragma unroll
-            for (int j = 0; j < kBatch; ++j) {
-              if (j == tail_chain) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) kept[e] = acc[j][0][0][e];
-              }
-            }
+            for (int j = 0; j < kBatch; ++j)
+              ring_block_fragments(stages[j], block + 1, lane, a[now ^ 1][j], b[now ^ 1][j]);
           }
 #pragma unroll
-          for (int j = 0; j < kBatch; ++j) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          if (j == tail_chain) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[j][0][0][e] = kept[e];
+          for (int j = 0; j < kBatch; ++j) {
+            ptx::mma_m16n8k16_bf16_if(block < blocks[j], acc[j][0][0], a[now][j], b[now][j][0],
+                                      b[now][j][1]);
           }
         }
       } else {
