@@ -137,15 +137,16 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
-// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>][.fa|.fb]"
-// (the cluster is always chosen; .fa / .fb: the async or barrier fold of a cluster's group sums).
-// Fields left out stay 0: chosen as auto would.
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>][.fa|.fb]
+// [.c<cluster>]" (.fa / .fb: the async or barrier fold of a cluster's group sums; .c: the ranks
+// the k groups are split over). Fields left out stay 0: chosen as auto would.
 enum class RingFold { device = 0, async = 1, barrier = 2 };
 struct RingName {
   int stages = 0;
   RingTileShape tile;
   int producers = 0;
   RingFold fold = RingFold::device;
+  int cluster = 0;
 };
 inline bool parse_ring_name(const std::string& name, RingName& out) {
   RingName r;
@@ -174,16 +175,24 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
   } else if (literal(".fb")) {
     r.fold = RingFold::barrier;
   }
+  if (literal(".c") && !number(r.cluster)) return false;
   if (at != name.size()) return false;
   out = r;
   return true;
 }
 
+// The ranks a cluster of (at most) `cluster` splits `groups` over: each takes ceil(groups /
+// cluster) groups and no rank is left empty.
+inline int64_t ring_cluster_ranks(int64_t groups, int64_t cluster) {
+  return ceil_div(groups, ceil_div(groups, cluster));
+}
+
 // Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose), `producers` and `fold` (0 /
-// device: the device's setting), or a config with an empty name when it cannot serve.
+// device: the device's setting), `cluster` (0 = choose; else an exact split the caller checked
+// with ring_cluster_ranks), or a config with an empty name when it cannot serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
                                 RingTileShape tile = {}, int producers = 0,
-                                RingFold fold = RingFold::device) {
+                                RingFold fold = RingFold::device, int forced_cluster = 0) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
@@ -207,12 +216,14 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   // Two groups split too: 1 x 128 x 720 took 1.75 us over a cluster of 2 (ring4) against 1.88 us
   // in one CTA (ring8; H200, PDL, same binary).
   int64_t cluster = 1;
-  if (d.cluster_launch && groups > 1) {
+  if (forced_cluster != 0) {
+    cluster = forced_cluster;
+  } else if (d.cluster_launch && groups > 1) {
     cluster = std::max<int64_t>(1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
                                                       d.multiprocessors / c.tiles}));
   }
   c.groups_per_rank = static_cast<int>(ceil_div(groups, cluster));
-  c.cluster = static_cast<int>(ceil_div(groups, c.groups_per_rank));  // no rank left empty
+  c.cluster = static_cast<int>(ring_cluster_ranks(groups, cluster));  // no rank left empty
   const int64_t local_slices =
       std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, ceil_div(s.k, kSliceK));
   if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
@@ -293,7 +304,19 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
     if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)
       reject("producer warps: 1 or 4 (p1, p4)");
-    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold);
+    if (ring.cluster != 0) {
+      const int64_t groups = ceil_div(s.k, kGroupK);
+      const std::string c = "cluster " + std::to_string(ring.cluster);
+      if (ring.cluster > 1 && !d.cluster_launch) reject(c + ": this device launches no clusters");
+      if (ring.cluster > std::min(kRingMaxCluster, d.max_cluster))
+        reject(c + " > " + std::to_string(std::min(kRingMaxCluster, d.max_cluster)) +
+               ", the largest this device co-schedules (GEMMKIT_LINEAR_MAX_CLUSTER)");
+      if (ring_cluster_ranks(groups, ring.cluster) != ring.cluster)
+        reject(c + " does not split the " + std::to_string(groups) + " k groups of " +
+               std::to_string(kGroupK) + " (k = " + std::to_string(s.k) +
+               ") evenly: every rank takes ceil(groups / cluster) and none may be left empty");
+    }
+    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold, ring.cluster);
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
@@ -302,8 +325,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   }
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, a "
-      "producer count and a fold, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4.fb), simt_f32 or "
-      "cublaslt");
+      "producer count, a fold and a cluster, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4.fb.c3), "
+      "simt_f32 or cublaslt");
   return LinearConfig{};
 }
 
