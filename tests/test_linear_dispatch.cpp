@@ -35,6 +35,7 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
   }
   if (c.path == LinearPath::tma_ring) {
     const int64_t groups = ceil_div(s.k, kGroupK);
+    const int64_t slices = ceil_div(s.k, kSliceK);
     EXPECT_TRUE(c.stages == 4 || c.stages == 8 || c.stages == 16);
     EXPECT_GE(c.cluster, 1);
     EXPECT_LE(c.cluster, 16);
@@ -43,7 +44,7 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_LT(int64_t{c.cluster - 1} * c.groups_per_rank, groups) << "a rank owns no group";
     EXPECT_LE(c.shared_bytes, d.shared_optin);
     EXPECT_EQ(c.shared_bytes,
-              ring_shared_bytes_host(c.stages, c.mt, c.nt, groups, c.groups_per_rank));
+              ring_shared_bytes_host(c.stages, c.mt, c.nt, slices, c.cluster, c.groups_per_rank));
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }
@@ -74,9 +75,11 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
-  EXPECT_EQ(family_max_n(128, 2880), 128);
-  EXPECT_EQ(family_max_n(32, 2880), 128);
-  EXPECT_EQ(family_max_n(256, 7168), 16);
+  EXPECT_EQ(family_max_n(128, 2880), 256);
+  EXPECT_EQ(family_max_n(32, 2880), 256);
+  EXPECT_EQ(family_max_n(128, 7168), 64);
+  EXPECT_EQ(family_max_n(256, 7168), 32);
+  EXPECT_EQ(family_max_n(384, 7168), 16);
   EXPECT_EQ(family_max_n(1024, 1024), 16);
   EXPECT_EQ(family_max_n(1024, 1032), 8);
   EXPECT_EQ(family_max_n(4096, 3072), 8);
@@ -88,7 +91,7 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
             LinearPath::cublaslt);
-  // A router-sized weight up to n = 128: 128 tiles of 16 x 8, one CTA each (no split).
+  // A router-sized weight at n = 128: 128 tiles of 16 x 8, one CTA each (no split).
   const LinearConfig n128 = select_linear_config(bf16_shape(128, 128, 2880), kH200, "", true);
   EXPECT_EQ(n128.path, LinearPath::tma_ring);
   EXPECT_EQ(n128.tiles, 128);
@@ -106,7 +109,7 @@ TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
 }
 
 TEST(LinearDispatch, AboveTheFamilyGoesToCublasLt) {
-  for (int64_t n : {int64_t{129}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
+  for (int64_t n : {int64_t{257}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
     const LinearConfig c = select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true);
     EXPECT_EQ(c.path, LinearPath::cublaslt) << n;
     EXPECT_NE(c.reason.find("batch-invariance"), std::string::npos);
@@ -128,12 +131,13 @@ TEST(LinearDispatch, ReferenceLaunchesForExtremeShapes) {
 }
 
 TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
-  // Rank 0 keeps every group's sum of its tile in shared memory: 2048 groups of 16 x 8 fp32
-  // (1 MiB) cannot fit, so the family serves the shape through the reference kernel.
+  // A CTA keeps the fp32 partial of every slice of its run in shared memory: 8192 slices over at
+  // most 16 ranks (256 KiB each) cannot fit, so the family serves the shape through the reference
+  // kernel.
   const LinearShape s = bf16_shape(1, 128, int64_t{1} << 20);
   const LinearConfig c = select_linear_config(s, kH200, "", true);
   EXPECT_EQ(c.path, LinearPath::reference) << c.to_string();
-  EXPECT_NE(c.reason.find("fold buffer of 2048 group sums"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("partials of its 8192 slices"), std::string::npos) << c.reason;
   try {
     select_linear_config(s, kH200, "ring4", true);
     ADD_FAILURE() << "forcing ring4 did not throw";
@@ -202,7 +206,7 @@ TEST(LinearDispatch, ForcedRingTiles) {
        std::vector<std::tuple<std::string, int, int>>{{"ring4.t1x1", 1, 1},
                                                       {"ring8.t1x2", 1, 2},
                                                       {"ring4.t1x4", 1, 4},
-                                                      {"ring8.t2x4", 2, 4}}) {
+                                                      {"ring4.t2x4", 2, 4}}) {
     const LinearConfig c = select_linear_config(s, kH200, forced, true);
     EXPECT_EQ(c.mt, mt) << forced;
     EXPECT_EQ(c.nt, nt) << forced;
