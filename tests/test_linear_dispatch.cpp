@@ -35,7 +35,6 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
   }
   if (c.path == LinearPath::tma_ring) {
     const int64_t groups = ceil_div(s.k, kGroupK);
-    const int64_t slices = ceil_div(s.k, kSliceK);
     EXPECT_TRUE(c.stages == 4 || c.stages == 8 || c.stages == 16);
     EXPECT_GE(c.cluster, 1);
     EXPECT_LE(c.cluster, 16);
@@ -44,7 +43,7 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_LT(int64_t{c.cluster - 1} * c.groups_per_rank, groups) << "a rank owns no group";
     EXPECT_LE(c.shared_bytes, d.shared_optin);
     EXPECT_EQ(c.shared_bytes,
-              ring_shared_bytes_host(c.stages, c.mt, c.nt, slices, c.cluster, c.groups_per_rank));
+              ring_shared_bytes_host(c.stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank));
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }
@@ -206,7 +205,7 @@ TEST(LinearDispatch, ForcedRingTiles) {
        std::vector<std::tuple<std::string, int, int>>{{"ring4.t1x1", 1, 1},
                                                       {"ring8.t1x2", 1, 2},
                                                       {"ring4.t1x4", 1, 4},
-                                                      {"ring4.t2x4", 2, 4}}) {
+                                                      {"ring8.t2x4", 2, 4}}) {
     const LinearConfig c = select_linear_config(s, kH200, forced, true);
     EXPECT_EQ(c.mt, mt) << forced;
     EXPECT_EQ(c.nt, nt) << forced;

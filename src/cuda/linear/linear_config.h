@@ -82,14 +82,14 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
-// 1024 bytes of alignment slack, the ring stages, rank 0's buffer of the other ranks' fp32 slice
-// partials (clustered launches only), the fp32 partials of the CTA's own slices, and
+// 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer of the other ranks' fp32
+// group sums (clustered launches only), the fp32 partials of the CTA's own slices, and
 // 2 * stages + 1 mbarriers.
-inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t slices, int cluster,
+inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups, int cluster,
                                       int64_t groups_per_rank) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
   const int64_t tile_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
-  const int64_t remote_slots = cluster > 1 ? slices - groups_per_rank * kGroupSlices : 0;
+  const int64_t remote_slots = cluster > 1 ? groups - groups_per_rank : 0;
   return 1024 + stages * stage_bytes + (remote_slots + groups_per_rank * kGroupSlices) * tile_sum_bytes +
          (2 * stages + 1) * 8;
 }
@@ -231,14 +231,14 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   const int64_t local_slices = std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, slices);
   if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
   for (; stages >= 4; stages /= 2) {
-    if (ring_shared_bytes_host(stages, c.mt, c.nt, slices, c.cluster, c.groups_per_rank) <=
+    if (ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank) <=
         d.shared_optin)
       break;
   }
   if (stages < 4) return LinearConfig{};
   c.stages = stages;
   c.shared_bytes =
-      ring_shared_bytes_host(stages, c.mt, c.nt, slices, c.cluster, c.groups_per_rank);
+      ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +

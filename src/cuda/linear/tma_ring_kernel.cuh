@@ -15,17 +15,22 @@
 // slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
 // four lanes issue the copies; with one (blockDim 160), it streams every slice; producers exit
 // once their copies are issued. A group's sum is the fold of its partials in slice order
-// ((p0 + p1) + p2) + p3. The other ranks send each slice partial to rank 0 straight from the MMA
-// registers as soon as its chain is done (st.async, 16 bytes per lane, each store completing its
-// bytes on rank 0's fold_full mbarrier), and exit. Rank 0 (or the only CTA of an unclustered tile)
-// keeps its own partials in shared memory; after one named barrier of its 128 consumer threads
-// (one of them has waited on fold_full), it folds every group of the tile in ascending order, its
-// own and the others', adds the bias and stores: every load of the fold is local. One cluster
-// barrier phase remains: every thread arrives at the start (relaxed: "this CTA runs and rank 0's
-// fold barrier is initialized"), and only the senders wait, after their first MMAs. That is the
-// async fold (async_fold, the default). The barrier fold, its twin for compute-sanitizer's
-// racecheck (which does not follow st.async hand-offs), sends with plain distributed stores, and
-// every thread arrives on a second phase (release) where rank 0 waits (acquire) before folding.
+// ((p0 + p1) + p2) + p3. Partials are stored in fragment order (one 16-byte store per lane and
+// MMA tile). The other ranks fold their groups after a barrier of the four consumer warps, send
+// the sums into rank 0's shared memory with st.async, each store completing its bytes on rank 0's
+// fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds its own
+// groups straight from the slice partials, then the other ranks' group sums in ascending group
+// order, adds the bias and stores, on its 128 consumer threads: one thread waits on fold_full and
+// the consumers' barrier passes that on with the partials; every load of the fold is local, and
+// the output offsets and bias values are ready before it. One cluster barrier phase remains:
+// every thread arrives at the start (relaxed: "this CTA runs and rank 0's fold barrier is
+// initialized"), and only the senders wait, just before sending (the MMAs do not wait for it).
+// That is the async fold (async_fold, the default). The barrier fold, its twin for
+// compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
+// distributed stores, and every thread arrives on a second phase (release) where rank 0 waits
+// (acquire) before folding. (Sending every slice partial straight from the MMA registers instead
+// measured slower wherever a cluster has more than two ranks: four times the bytes and
+// transaction counts land on rank 0; kimi-k2 n8 3.3 -> 5.2 us.)
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
@@ -131,19 +136,17 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   char* shared = shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u);
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
-  // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | remote partials
-  // (slices - groups_per_rank * 4, kElements) fp32, clustered launches only, live in rank 0: the
-  // slice partials of every other rank, in tile-slice order after rank 0's own | slice partials
-  // of this CTA's run (groups_per_rank * 4, kElements) fp32 | full[kStages] | empty[kStages] |
-  // fold_full (rank 0: completes when every other rank's partials have landed). Partials are in
-  // fragment order (ring_fragment_element).
+  // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
+  // (groups - groups_per_rank, kElements) fp32, clustered launches only, live in rank 0: the
+  // group sums of every other rank, in tile-group order after rank 0's own groups | slice
+  // partials of this CTA's run (groups_per_rank * 4, kElements) fp32 | full[kStages] |
+  // empty[kStages] | fold_full (rank 0: completes when every other rank's sums have landed).
+  // Partials and sums are in fragment order (ring_fragment_element).
   char* ring = shared;
   const uint32_t ranks = ptx::cluster_size();
   const bool clustered = ranks > 1;  // launched without a cluster: no cluster instruction at all
-  float* remote_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
-  // Rank 0 owns the first groups_per_rank groups, all whole when the launch is clustered.
-  const int64_t rank0_slices = int64_t{groups_per_rank} * kGroupSlices;
-  float* slice_sums = remote_sums + (clustered ? slices - rank0_slices : 0) * kElements;
+  float* fold_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
+  float* slice_sums = fold_sums + (clustered ? groups - groups_per_rank : 0) * kElements;
   uint64_t* full =
       reinterpret_cast<uint64_t*>(slice_sums + int64_t{groups_per_rank} * kGroupSlices * kElements);
   uint64_t* empty = full + kStages;
@@ -195,9 +198,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     }
     ptx::mbarrier_init(fold_full, 1);
     if (clustered && async_fold && rank == 0) {
-      // Every slice partial but rank 0's own arrives from the other ranks (st.async).
+      // Every group sum but rank 0's own arrives from the other ranks (st.async).
       ptx::mbarrier_arrive_expect_tx(
-          fold_full, static_cast<uint32_t>((slices - local_slices) * kElements * sizeof(float)));
+          fold_full, static_cast<uint32_t>((groups - local_groups) * kElements * sizeof(float)));
     }
     ptx::fence_barrier_init();
   }
@@ -265,15 +268,11 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     if (threadIdx.x == 0) ptx::launch_dependents();
     prepare_epilogue();
     // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
-    // MMAs from zero, and leaves its partial in slice_sums (rank 0) or sends it to rank 0.
+    // MMAs from zero, and leaves its partial in slice_sums, one 16-byte store per lane and MMA
+    // tile.
     constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
     static_assert(kStages % kGroupSlices == 0 && kBatch >= 1, "ring depth: multiple of 4");
     const uint32_t ring_address = ptx::smem_address(ring);
-    // The other ranks send each slice partial to rank 0 as soon as its MMAs are done.
-    const bool sends = clustered && rank != 0;
-    bool waited = false;
-    const uint32_t remote_base = sends ? ptx::cluster_address(remote_sums, 0) : 0u;
-    const uint32_t fold_barrier = sends ? ptx::cluster_address(fold_full, 0) : 0u;
     for (int first = warp; first < local_slices; first += kRingConsumerWarps * kBatch) {
       float acc[kBatch][kMT][kNT][4];
       int blocks[kBatch];
@@ -328,12 +327,6 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
         }
       }
       __syncwarp();
-      if (sends && !waited) {
-        // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes;
-        // waiting only now lets the first MMAs overlap the start of the cluster's other CTAs.
-        ptx::cluster_wait_acquire();
-        waited = true;
-      }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int i = first + j * kRingConsumerWarps;
@@ -343,54 +336,16 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
-            const float4 v = make_float4(acc[j][mt][nt][0], acc[j][mt][nt][1], acc[j][mt][nt][2],
-                                         acc[j][mt][nt][3]);
             const int slot = ((mt * kNT + nt) * 32 + lane) * 4;
-            if (sends) {
-              // Straight from the registers into rank 0's slot for this tile slice: st.async
-              // completes its 16 bytes on rank 0's fold_full (async fold); plain distributed
-              // stores are ordered by the second cluster barrier phase (barrier fold).
-              const uint32_t address =
-                  remote_base +
-                  static_cast<uint32_t>(((slice_begin + i - rank0_slices) * kElements + slot) * 4);
-              if (async_fold) {
-                ptx::store_cluster_async_v4(address, v, fold_barrier);
-              } else {
-                ptx::store_cluster_v4(address, v);
-              }
-            } else {
-              *reinterpret_cast<float4*>(slice_sums + int64_t{i} * kElements + slot) = v;
-            }
+            *reinterpret_cast<float4*>(slice_sums + int64_t{i} * kElements + slot) =
+                make_float4(acc[j][mt][nt][0], acc[j][mt][nt][1], acc[j][mt][nt][2],
+                            acc[j][mt][nt][3]);
           }
       }
     }
-    if (clustered && rank != 0) {
-      // Nothing reads this CTA's shared memory. The barrier fold's second phase: arrive once the
-      // stores are done (release), for rank 0 to wait on (after the first phase, which a warp
-      // without slices has not waited on yet).
-      if (!async_fold) {
-        if (!waited) ptx::cluster_wait_acquire();
-        __syncwarp();
-        ptx::cluster_arrive_release();
-      }
-      return;
-    }
   }
-
-  // Rank 0 (or the only CTA of its tile) folds every group of the tile in ascending order, each
-  // ((p0 + p1) + p2) + p3 over its slices' partials: its own groups from its slice partials, the
-  // others' from the remote partials. Thread 0 waits for the other ranks' bytes (the others would
-  // only spin beside it) and the consumers' barrier passes that on with the local partials.
-  if (clustered && !async_fold) {
-    ptx::cluster_wait_acquire();
-    ptx::cluster_arrive_release();
-    ptx::cluster_wait_acquire();
-  } else if (clustered && threadIdx.x == 0) {
-    ptx::mbarrier_wait(fold_full, 0);
-  }
-  ptx::named_barrier_sync(1, kConsumerThreads);
-
-  // The sum of tile group g at fragment slot f: partials of its up to four slices, in order.
+  // Consumers from here. The sum of tile group g at fragment slot f: the partials of its up to
+  // four slices (from `partials`, the group's first), folded in slice order.
   const auto group_sum = [&](const float* partials, int64_t g, int f) {
     const int count = static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
     const float* p = partials + f;
@@ -404,6 +359,70 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     }
     return sum;
   };
+  if (clustered && rank != 0) {
+    // The other ranks send their group sums into rank 0's fold buffer, four fragment slots per
+    // store: with st.async, each completing its bytes on rank 0's fold_full barrier (async fold),
+    // or with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
+    ptx::named_barrier_sync(1, kConsumerThreads);  // every slice partial is written
+    // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
+    // only now lets the MMAs overlap the start of the cluster's other CTAs.
+    ptx::cluster_wait_acquire();
+    const uint32_t fold_address = ptx::cluster_address(fold_sums, 0);
+    const uint32_t fold_barrier = ptx::cluster_address(fold_full, 0);
+    constexpr int kQuads = kElements / 4;
+    for (int q = static_cast<int>(threadIdx.x); q < local_groups * kQuads; q += kConsumerThreads) {
+      const int local_group = q / kQuads;
+      const int f = (q % kQuads) * 4;
+      const int64_t g = group_begin + local_group;
+      // Four adjacent slots per load; each slot folds its slices in order, as group_sum does.
+      const float4* partials =
+          reinterpret_cast<const float4*>(slice_sums + local_group * kGroupSlices * kElements + f);
+      const int count = static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
+      float4 values[kGroupSlices];
+#pragma unroll
+      for (int i = 0; i < kGroupSlices; ++i) {
+        if (i < count) values[i] = partials[i * (kElements / 4)];
+      }
+      float4 sums = values[0];
+#pragma unroll
+      for (int i = 1; i < kGroupSlices; ++i) {
+        if (i < count) {
+          sums.x += values[i].x;
+          sums.y += values[i].y;
+          sums.z += values[i].z;
+          sums.w += values[i].w;
+        }
+      }
+      const int64_t index = (g - groups_per_rank) * kElements + f;  // in floats
+      const uint32_t address = fold_address + static_cast<uint32_t>(index * 4);
+      if (async_fold) {
+        ptx::store_cluster_async_v4(address, sums, fold_barrier);
+      } else {
+        ptx::store_cluster_v4(address, sums);
+      }
+    }
+    // Nothing reads this CTA's shared memory any more. The barrier fold's second phase: arrive
+    // once the stores are done (release), for rank 0 to wait on.
+    if (!async_fold) {
+      __syncwarp();
+      ptx::cluster_arrive_release();
+    }
+    return;
+  }
+
+  // Rank 0 (or the only CTA of its tile) folds every group of the tile in ascending order: its
+  // own straight from its slice partials, the others' sums from the fold buffer. Thread 0 waits
+  // for their bytes (the others would only spin beside it) and the consumers' barrier passes
+  // that on, together with the slice partials.
+  if (clustered && !async_fold) {
+    ptx::cluster_wait_acquire();
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  } else if (clustered && threadIdx.x == 0) {
+    ptx::mbarrier_wait(fold_full, 0);
+  }
+  ptx::named_barrier_sync(1, kConsumerThreads);
+
   // Every consumer thread has passed griddepcontrol.wait, so out may be written.
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
@@ -412,8 +431,18 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     float total = group_sum(slice_sums, 0, f);
     for (int g = 1; g < local_groups; ++g)
       total += group_sum(slice_sums + g * kGroupSlices * kElements, g, f);
-    for (int64_t g = local_groups; g < groups; ++g)
-      total += group_sum(remote_sums + (g - local_groups) * kGroupSlices * kElements, g, f);
+    constexpr int kFoldBatch = 8;  // fold-buffer loads in flight before their adds
+    for (int64_t g0 = local_groups; g0 < groups; g0 += kFoldBatch) {
+      float values[kFoldBatch];
+#pragma unroll
+      for (int i = 0; i < kFoldBatch; ++i) {
+        if (g0 + i < groups) values[i] = fold_sums[(g0 + i - local_groups) * kElements + f];
+      }
+#pragma unroll
+      for (int i = 0; i < kFoldBatch; ++i) {
+        if (g0 + i < groups) total += values[i];
+      }
+    }
     if (bias != nullptr) total += bias_values[j];
     store_output(out, out_offsets[j], total);
   }
