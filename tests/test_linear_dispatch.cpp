@@ -43,7 +43,7 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_LT(int64_t{c.cluster - 1} * c.groups_per_rank, groups) << "a rank owns no group";
     EXPECT_LE(c.shared_bytes, d.shared_optin);
     EXPECT_EQ(c.shared_bytes,
-              ring_shared_bytes_host(c.stages, c.mt, c.nt, groups, c.groups_per_rank));
+              ring_shared_bytes_host(c.stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank));
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }
@@ -74,9 +74,11 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
 }
 
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
-  EXPECT_EQ(family_max_n(128, 2880), 128);
-  EXPECT_EQ(family_max_n(32, 2880), 128);
-  EXPECT_EQ(family_max_n(256, 7168), 16);
+  EXPECT_EQ(family_max_n(128, 2880), 256);
+  EXPECT_EQ(family_max_n(32, 2880), 256);
+  EXPECT_EQ(family_max_n(128, 7168), 64);
+  EXPECT_EQ(family_max_n(256, 7168), 32);
+  EXPECT_EQ(family_max_n(384, 7168), 16);
   EXPECT_EQ(family_max_n(1024, 1024), 16);
   EXPECT_EQ(family_max_n(1024, 1032), 8);
   EXPECT_EQ(family_max_n(4096, 3072), 8);
@@ -88,7 +90,7 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
             LinearPath::cublaslt);
-  // A router-sized weight up to n = 128: 128 tiles of 16 x 8, one CTA each (no split).
+  // A router-sized weight at n = 128: 128 tiles of 16 x 8, one CTA each (no split).
   const LinearConfig n128 = select_linear_config(bf16_shape(128, 128, 2880), kH200, "", true);
   EXPECT_EQ(n128.path, LinearPath::tma_ring);
   EXPECT_EQ(n128.tiles, 128);
@@ -106,7 +108,7 @@ TEST(LinearDispatch, LongReductionsUseNonPortableClustersUnlessCapped) {
 }
 
 TEST(LinearDispatch, AboveTheFamilyGoesToCublasLt) {
-  for (int64_t n : {int64_t{129}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
+  for (int64_t n : {int64_t{257}, int64_t{512}, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
     const LinearConfig c = select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true);
     EXPECT_EQ(c.path, LinearPath::cublaslt) << n;
     EXPECT_NE(c.reason.find("batch-invariance"), std::string::npos);
@@ -128,12 +130,13 @@ TEST(LinearDispatch, ReferenceLaunchesForExtremeShapes) {
 }
 
 TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
-  // Rank 0 keeps every group's sum of its tile in shared memory: 2048 groups of 16 x 8 fp32
-  // (1 MiB) cannot fit, so the family serves the shape through the reference kernel.
+  // A CTA keeps the fp32 partial of every slice of its run in shared memory: 8192 slices over at
+  // most 16 ranks (256 KiB each) cannot fit, so the family serves the shape through the reference
+  // kernel.
   const LinearShape s = bf16_shape(1, 128, int64_t{1} << 20);
   const LinearConfig c = select_linear_config(s, kH200, "", true);
   EXPECT_EQ(c.path, LinearPath::reference) << c.to_string();
-  EXPECT_NE(c.reason.find("fold buffer of 2048 group sums"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("partials of its 8192 slices"), std::string::npos) << c.reason;
   try {
     select_linear_config(s, kH200, "ring4", true);
     ADD_FAILURE() << "forcing ring4 did not throw";
@@ -229,8 +232,60 @@ TEST(LinearDispatch, ForcedRingTiles) {
   EXPECT_NE(message("ring4.t2x2").find("no ring kernel is built for that tile"), std::string::npos);
   for (const std::string bad :
        {"ring4.t1x1x", "ring4.t1", "ring4.", "ring04", "ring 4", "ring4.tx1", "ring4.p",
-        "ring4.p4.t1x1", "ring4.t1x1.p04", "ring4.p4.c2"})
+        "ring4.p4.t1x1", "ring4.t1x1.p04", "ring4.c2.p4", "ring4.c", "ring4.c02"})
     EXPECT_NE(message(bad).find("unknown kernel"), std::string::npos) << bad;
+}
+
+TEST(LinearDispatch, ForcedClusterSplitsExactlyOrSaysWhy) {
+  const LinearShape s = bf16_shape(128, 128, 2880);  // 6 groups of 512, 128 tiles
+  EXPECT_EQ(select_linear_config(s, kH200, "", true).cluster, 1);
+  for (int cluster : {1, 2, 3, 6}) {
+    const LinearConfig c =
+        select_linear_config(s, kH200, "ring8.c" + std::to_string(cluster), true);
+    EXPECT_EQ(c.cluster, cluster) << c.to_string();
+    EXPECT_EQ(c.groups_per_rank, 6 / cluster) << c.to_string();
+    EXPECT_EQ(c.grid_x, 128 * cluster) << c.to_string();
+    expect_within_limits(c, s, kH200);
+  }
+  const auto message = [&](const LinearShape& shape, const std::string& forced,
+                           const LinearDevice& device) {
+    try {
+      select_linear_config(shape, device, forced, true);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // 6 groups over 4 or 5 ranks would leave a rank empty (2 + 2 + 2 + 0).
+  EXPECT_NE(message(s, "ring8.c4", kH200).find("does not split the 6 k groups"),
+            std::string::npos);
+  EXPECT_NE(message(s, "ring8.c7", kH200).find("does not split"), std::string::npos);
+  EXPECT_NE(message(bf16_shape(1, 128, 14336), "ring8.c17", kH200).find("cluster 17 > 16"),
+            std::string::npos);
+  LinearDevice capped = kH200;
+  capped.max_cluster = 8;
+  EXPECT_NE(message(bf16_shape(1, 128, 14336), "ring8.c14", capped).find("cluster 14 > 8"),
+            std::string::npos);
+  LinearDevice no_clusters = kH200;
+  no_clusters.cluster_launch = false;
+  EXPECT_NE(message(s, "ring8.c2", no_clusters).find("launches no clusters"), std::string::npos);
+  EXPECT_EQ(message(s, "ring8.c1", no_clusters), "no error");
+}
+
+TEST(LinearDispatch, PrintedRingNamesSelectTheSameConfig) {
+  // Every name auto prints, forced back, gives the same variant: the names are complete.
+  for (int64_t n : {1, 8, 16, 64, 128}) {
+    for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {128, 720}, {128, 2880}, {32, 2880}, {256, 7168}, {128, 14336}, {1024, 1024}}) {
+      const LinearShape s = bf16_shape(n, m, k);
+      const LinearConfig chosen = select_linear_config(s, kH200, "", true);
+      if (chosen.path != LinearPath::tma_ring) continue;
+      const LinearConfig forced = select_linear_config(s, kH200, chosen.name, true);
+      EXPECT_EQ(forced.name, chosen.name);
+      EXPECT_EQ(forced.grid_x, chosen.grid_x) << chosen.name;
+      EXPECT_EQ(forced.shared_bytes, chosen.shared_bytes) << chosen.name;
+    }
+  }
 }
 
 TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {

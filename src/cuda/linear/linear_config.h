@@ -58,18 +58,20 @@ struct LinearConfig {
 };
 
 // Largest batch the tensor-core family serves (its batch-invariance contract holds for n up to
-// here); larger batches go to cuBLASLt. Crossovers measured on the H200: docs/perf.md.
-constexpr int64_t kFamilyMaxN = 128;
+// family_max_n); larger batches go to cuBLASLt. Crossovers measured on the H200: docs/perf.md.
+constexpr int64_t kFamilyMaxN = 256;
 constexpr int kReferenceThreads = 128;
 
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
-// (docs/perf.md, scripts/linear-sweep.sh). Every n <= 8 is served; up to 128 where the weight is
-// router-sized (m <= 128, k <= 2880: 128 x 128 x 2880 took 4.35 us forced onto ring16 against
-// cuBLASLt's 6.71), up to 16 below m = 1024 or up to a 1024 x 1024 weight
-// (seed-mid, 16 x 1024 x 1024: ring8.t1x1.p4 measured 3.37 us against cuBLASLt's 3.67 with PDL;
-// with one producer warp it was 3.77).
+// (docs/perf.md; same binary, PDL). Router-sized weights (m <= 128, k <= 2880) up to 256
+// (128 x 128 x 2880: 3.86 us against cuBLASLt's 6.7; 256 x 128 x 2880: 6.03 against 6.25); up to
+// 64 for m <= 128, k <= 7168 (64 x 128 x 7168: 5.14 against 6.18) and 32 for m <= 256, k <= 7168
+// (32 x 256 x 7168: 5.12 against 6.23; at 64 x 256 x 7168 cuBLASLt wins, 6.3 against 8.5); up to
+// 16 below m = 1024 or up to a 1024 x 1024 weight (seed-mid); every n <= 8.
 inline int64_t family_max_n(int64_t m, int64_t k) {
   if (m <= 128 && k <= 2880) return kFamilyMaxN;
+  if (m <= 128 && k <= 7168) return 64;
+  if (m <= 256 && k <= 7168) return 32;
   if (m < 1024 || m * k <= 1024 * 1024) return 16;
   return 8;
 }
@@ -80,14 +82,15 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
-// 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer with a slot for every
-// group's fp32 sum of the tile (those of rank 0's own groups unused), the fp32 partials of the
-// CTA's own slices, and 2 * stages + 1 mbarriers.
-inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups,
+// 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer of the other ranks' fp32
+// group sums (clustered launches only), the fp32 partials of the CTA's own slices, and
+// 2 * stages + 1 mbarriers.
+inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups, int cluster,
                                       int64_t groups_per_rank) {
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
   const int64_t tile_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
-  return 1024 + stages * stage_bytes + (groups + groups_per_rank * kGroupSlices) * tile_sum_bytes +
+  const int64_t remote_slots = cluster > 1 ? groups - groups_per_rank : 0;
+  return 1024 + stages * stage_bytes + (remote_slots + groups_per_rank * kGroupSlices) * tile_sum_bytes +
          (2 * stages + 1) * 8;
 }
 
@@ -137,15 +140,16 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
-// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>][.fa|.fb]"
-// (the cluster is always chosen; .fa / .fb: the async or barrier fold of a cluster's group sums).
-// Fields left out stay 0: chosen as auto would.
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>][.fa|.fb]
+// [.c<cluster>]" (.fa / .fb: the async or barrier fold of a cluster's group sums; .c: the ranks
+// the k groups are split over). Fields left out stay 0: chosen as auto would.
 enum class RingFold { device = 0, async = 1, barrier = 2 };
 struct RingName {
   int stages = 0;
   RingTileShape tile;
   int producers = 0;
   RingFold fold = RingFold::device;
+  int cluster = 0;
 };
 inline bool parse_ring_name(const std::string& name, RingName& out) {
   RingName r;
@@ -174,16 +178,24 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
   } else if (literal(".fb")) {
     r.fold = RingFold::barrier;
   }
+  if (literal(".c") && !number(r.cluster)) return false;
   if (at != name.size()) return false;
   out = r;
   return true;
 }
 
+// The ranks a cluster of (at most) `cluster` splits `groups` over: each takes ceil(groups /
+// cluster) groups and no rank is left empty.
+inline int64_t ring_cluster_ranks(int64_t groups, int64_t cluster) {
+  return ceil_div(groups, ceil_div(groups, cluster));
+}
+
 // Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose), `producers` and `fold` (0 /
-// device: the device's setting), or a config with an empty name when it cannot serve.
+// device: the device's setting), `cluster` (0 = choose; else an exact split the caller checked
+// with ring_cluster_ranks), or a config with an empty name when it cannot serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
                                 RingTileShape tile = {}, int producers = 0,
-                                RingFold fold = RingFold::device) {
+                                RingFold fold = RingFold::device, int forced_cluster = 0) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
@@ -207,22 +219,26 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   // Two groups split too: 1 x 128 x 720 took 1.75 us over a cluster of 2 (ring4) against 1.88 us
   // in one CTA (ring8; H200, PDL, same binary).
   int64_t cluster = 1;
-  if (d.cluster_launch && groups > 1) {
+  if (forced_cluster != 0) {
+    cluster = forced_cluster;
+  } else if (d.cluster_launch && groups > 1) {
     cluster = std::max<int64_t>(1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
                                                       d.multiprocessors / c.tiles}));
   }
   c.groups_per_rank = static_cast<int>(ceil_div(groups, cluster));
-  c.cluster = static_cast<int>(ceil_div(groups, c.groups_per_rank));  // no rank left empty
-  const int64_t local_slices =
-      std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, ceil_div(s.k, kSliceK));
+  c.cluster = static_cast<int>(ring_cluster_ranks(groups, cluster));  // no rank left empty
+  const int64_t slices = ceil_div(s.k, kSliceK);
+  const int64_t local_slices = std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, slices);
   if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
   for (; stages >= 4; stages /= 2) {
-    if (ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.groups_per_rank) <= d.shared_optin)
+    if (ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank) <=
+        d.shared_optin)
       break;
   }
   if (stages < 4) return LinearConfig{};
   c.stages = stages;
-  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.groups_per_rank);
+  c.shared_bytes =
+      ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
@@ -260,9 +276,9 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (c.name.empty()) {
       return reference_config(s, d,
                               "no ring configuration fits the device (k = " + std::to_string(s.k) +
-                                  " needs a fold buffer of " +
-                                  std::to_string(ceil_div(s.k, kGroupK)) +
-                                  " group sums in shared memory)");
+                                  ": the fp32 partials of its " +
+                                  std::to_string(ceil_div(s.k, kSliceK)) +
+                                  " slices of 128 need more shared memory than a block gets)");
     }
     c.reason = "n <= " + std::to_string(max_n) + ", TMA-loadable: ring sized to " +
                std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster);
@@ -293,7 +309,19 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
     if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)
       reject("producer warps: 1 or 4 (p1, p4)");
-    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold);
+    if (ring.cluster != 0) {
+      const int64_t groups = ceil_div(s.k, kGroupK);
+      const std::string c = "cluster " + std::to_string(ring.cluster);
+      if (ring.cluster > 1 && !d.cluster_launch) reject(c + ": this device launches no clusters");
+      if (ring.cluster > std::min(kRingMaxCluster, d.max_cluster))
+        reject(c + " > " + std::to_string(std::min(kRingMaxCluster, d.max_cluster)) +
+               ", the largest this device co-schedules (GEMMKIT_LINEAR_MAX_CLUSTER)");
+      if (ring_cluster_ranks(groups, ring.cluster) != ring.cluster)
+        reject(c + " does not split the " + std::to_string(groups) + " k groups of " +
+               std::to_string(kGroupK) + " (k = " + std::to_string(s.k) +
+               ") evenly: every rank takes ceil(groups / cluster) and none may be left empty");
+    }
+    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold, ring.cluster);
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
@@ -302,8 +330,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   }
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, a "
-      "producer count and a fold, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4.fb), simt_f32 or "
-      "cublaslt");
+      "producer count, a fold and a cluster, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4.fb.c3), "
+      "simt_f32 or cublaslt");
   return LinearConfig{};
 }
 

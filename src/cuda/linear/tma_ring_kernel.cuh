@@ -15,18 +15,22 @@
 // slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
 // four lanes issue the copies; with one (blockDim 160), it streams every slice; producers exit
 // once their copies are issued. A group's sum is the fold of its partials in slice order
-// ((p0 + p1) + p2) + p3. The other ranks fold their groups after a barrier of the four consumer
-// warps, send the sums into rank 0's shared memory with st.async, each store completing its bytes
-// on rank 0's fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds
-// its own groups straight from the slice partials, then the other ranks' group sums in ascending
-// group order, adds the bias and stores, on its 128 consumer threads: one thread waits on
-// fold_full and the consumers' barrier passes that on with the partials; every load of the fold
-// is local. One cluster barrier phase remains: every thread arrives at the start (relaxed: "this
-// CTA runs and rank 0's fold barrier is initialized"), and only the senders wait, just before
-// sending (the MMAs do not wait for it). That is the async fold (async_fold, the default). The
-// barrier fold, its twin for compute-sanitizer's racecheck (which does not follow st.async
-// hand-offs), sends with plain distributed stores, and every thread arrives on a second phase
-// (release) where rank 0 waits (acquire) before folding.
+// ((p0 + p1) + p2) + p3. Partials are stored in fragment order (one 16-byte store per lane and
+// MMA tile). The other ranks fold their groups after a barrier of the four consumer warps, send
+// the sums into rank 0's shared memory with st.async, each store completing its bytes on rank 0's
+// fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds its own
+// groups straight from the slice partials, then the other ranks' group sums in ascending group
+// order, adds the bias and stores, on its 128 consumer threads: one thread waits on fold_full and
+// the consumers' barrier passes that on with the partials; every load of the fold is local, and
+// the output offsets and bias values are ready before it. One cluster barrier phase remains:
+// every thread arrives at the start (relaxed: "this CTA runs and rank 0's fold barrier is
+// initialized"), and only the senders wait, just before sending (the MMAs do not wait for it).
+// That is the async fold (async_fold, the default). The barrier fold, its twin for
+// compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
+// distributed stores, and every thread arrives on a second phase (release) where rank 0 waits
+// (acquire) before folding. (Sending every slice partial straight from the MMA registers instead
+// measured slower wherever a cluster has more than two ranks: four times the bytes and
+// transaction counts land on rank 0; kimi-k2 n8 3.3 -> 5.2 us.)
 // With PDL, w tiles of the first ring round are requested before griddepcontrol.wait; x, bias
 // and out are touched only after it. Every thread waits as soon as it has nothing earlier to do,
 // and rank 0's threads read the bias then: its load overlaps the ring instead of the store.
@@ -61,6 +65,16 @@ struct RingTile {
   static constexpr int kXHalfBytes = kRowsX * kRingRowBytes;  // (kRowsX, 64) bf16
   static constexpr int kStageBytes = 2 * (kWHalfBytes + kXHalfBytes);
 };
+
+// Partials live in fragment order: f = ((mt * kNT + nt) * 32 + lane) * 4 + e holds accumulator
+// e of the lane's (mt, nt) MMA tile, so that a lane writes its four values as one 16-byte store.
+// The output element of fragment slot f, as (weight row, batch row) within the tile.
+template <int kNT>
+__device__ __forceinline__ void ring_fragment_element(int f, int& row_w, int& row_x) {
+  const int e = f & 3, lane = (f >> 2) & 31, mma_tile = f >> 7;
+  row_w = (mma_tile / kNT) * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
+  row_x = (mma_tile % kNT) * 8 + (lane & 3) * 2 + (e & 1);
+}
 
 // One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
 // rows, (8, 16) per nt) come from the stage's swizzled halves by ldmatrix; lane l addresses
@@ -123,13 +137,16 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
   const int64_t groups = (slices + kGroupSlices - 1) / kGroupSlices;
   // Layout (ring_shared_bytes_host in linear_config.h sizes it): ring stages | fold buffer
-  // (groups, kRowsX, kRowsW) fp32, live in rank 0, whose own groups' slots stay unused (it folds
-  // those from its slice partials) | slice partials of this CTA's run
-  // (groups_per_rank * 4, kRowsX, kRowsW) fp32 | full[kStages] | empty[kStages] | fold_full
-  // (rank 0: completes when every other rank's group sums have landed).
+  // (groups - groups_per_rank, kElements) fp32, clustered launches only, live in rank 0: the
+  // group sums of every other rank, in tile-group order after rank 0's own groups | slice
+  // partials of this CTA's run (groups_per_rank * 4, kElements) fp32 | full[kStages] |
+  // empty[kStages] | fold_full (rank 0: completes when every other rank's sums have landed).
+  // Partials and sums are in fragment order (ring_fragment_element).
   char* ring = shared;
+  const uint32_t ranks = ptx::cluster_size();
+  const bool clustered = ranks > 1;  // launched without a cluster: no cluster instruction at all
   float* fold_sums = reinterpret_cast<float*>(ring + kStages * Tile::kStageBytes);
-  float* slice_sums = fold_sums + groups * kElements;
+  float* slice_sums = fold_sums + (clustered ? groups - groups_per_rank : 0) * kElements;
   uint64_t* full =
       reinterpret_cast<uint64_t*>(slice_sums + int64_t{groups_per_rank} * kGroupSlices * kElements);
   uint64_t* empty = full + kStages;
@@ -138,8 +155,6 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const uint32_t rank = ptx::cluster_rank();
-  const uint32_t ranks = ptx::cluster_size();
-  const bool clustered = ranks > 1;  // launched without a cluster: no cluster instruction at all
   const int64_t tile = blockIdx.x / ranks;
   const int64_t m0 = (tile % m_tiles) * Tile::kRowsW;
   const int64_t n0 = (tile / m_tiles) * Tile::kRowsX;
@@ -151,21 +166,28 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
-  // Rank 0's bias values, read by every consumer thread right after its griddepcontrol.wait (the
-  // bias may belong to the preceding kernel) so that the load overlaps the ring instead of
-  // delaying the store. Consumer thread t folds and stores elements t, t + 128, ...
+  // Rank 0's epilogue targets: consumer thread t folds and stores fragment slots t, t + 128, ...
+  // Their output offsets and bias values are settled right after griddepcontrol.wait (the bias
+  // may belong to the preceding kernel), so that the bias load overlaps the ring and only the
+  // fold itself stands between the last partial and the store.
   constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
-  constexpr int kPerThread = (kElements + kConsumerThreads - 1) / kConsumerThreads;
+  constexpr int kPerThread = kElements / kConsumerThreads;
+  static_assert(kElements % kConsumerThreads == 0, "whole fragment slots per consumer thread");
   float bias_values[kPerThread];
-  const auto load_bias = [&] {
+  int64_t out_offsets[kPerThread];
+  bool out_valid[kPerThread];
+  const auto prepare_epilogue = [&] {
     if (rank != 0) return;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
-      const int64_t row_w = m0 + e % Tile::kRowsW;
-      bias_values[j] = bias != nullptr && e < kElements && row_w < m
-                           ? __bfloat162float(bias[row_w * bias_stride])
-                           : 0.f;
+      int tile_w, tile_x;
+      ring_fragment_element<kNT>(static_cast<int>(threadIdx.x) + j * kConsumerThreads, tile_w,
+                                 tile_x);
+      const int64_t row_w = m0 + tile_w, row_x = n0 + tile_x;
+      out_valid[j] = row_w < m && row_x < n;
+      out_offsets[j] = row_x * out_row_stride + row_w * out_col_stride;
+      bias_values[j] =
+          bias != nullptr && row_w < m ? __bfloat162float(bias[row_w * bias_stride]) : 0.f;
     }
   };
 
@@ -177,9 +199,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     ptx::mbarrier_init(fold_full, 1);
     if (clustered && async_fold && rank == 0) {
       // Every group sum but rank 0's own arrives from the other ranks (st.async).
-      const int64_t own_groups = min(groups, int64_t{groups_per_rank});
       ptx::mbarrier_arrive_expect_tx(
-          fold_full, static_cast<uint32_t>((groups - own_groups) * kElements * sizeof(float)));
+          fold_full, static_cast<uint32_t>((groups - local_groups) * kElements * sizeof(float)));
     }
     ptx::fence_barrier_init();
   }
@@ -245,14 +266,13 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     // after the prologue, about 30 grids were resident and waiting (gpt-oss n64 3.52 us against
     // 2.93 here); after the MMAs, its weight stream came too late (3.32 us).
     if (threadIdx.x == 0) ptx::launch_dependents();
-    load_bias();
+    prepare_epilogue();
     // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
-    // MMAs from zero, and leaves its partial in slice_sums.
+    // MMAs from zero, and leaves its partial in slice_sums, one 16-byte store per lane and MMA
+    // tile.
     constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
     static_assert(kStages % kGroupSlices == 0 && kBatch >= 1, "ring depth: multiple of 4");
     const uint32_t ring_address = ptx::smem_address(ring);
-    const int group = lane >> 2;
-    const int thread_in_group = lane & 3;
     for (int first = warp; first < local_slices; first += kRingConsumerWarps * kBatch) {
       float acc[kBatch][kMT][kNT][4];
       int blocks[kBatch];
@@ -312,40 +332,37 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
         const int i = first + j * kRingConsumerWarps;
         if (i >= local_slices) continue;
         if (lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
-        // (kRowsX, kRowsW) layout, as the fold buffer.
-        float* partial = slice_sums + int64_t{i} * kElements;
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int row_w = mt * 16 + group + (e >= 2 ? 8 : 0);
-              const int row_x = nt * 8 + thread_in_group * 2 + (e & 1);
-              partial[row_x * Tile::kRowsW + row_w] = acc[j][mt][nt][e];
-            }
+          for (int nt = 0; nt < kNT; ++nt) {
+            const int slot = ((mt * kNT + nt) * 32 + lane) * 4;
+            *reinterpret_cast<float4*>(slice_sums + int64_t{i} * kElements + slot) =
+                make_float4(acc[j][mt][nt][0], acc[j][mt][nt][1], acc[j][mt][nt][2],
+                            acc[j][mt][nt][3]);
+          }
       }
     }
   }
-  // Consumers from here. A group's sum is ((p0 + p1) + p2) + p3 over its slices' partials.
-  const auto group_sum = [&](int local_group, int e) {
-    const int first_slice = local_group * static_cast<int>(kGroupSlices);
-    const int count = min(static_cast<int>(kGroupSlices), local_slices - first_slice);
-    const float* partial = slice_sums + first_slice * kElements + e;
+  // Consumers from here. The sum of tile group g at fragment slot f: the partials of its up to
+  // four slices (from `partials`, the group's first), folded in slice order.
+  const auto group_sum = [&](const float* partials, int64_t g, int f) {
+    const int count = static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
+    const float* p = partials + f;
     float values[kGroupSlices];
 #pragma unroll
-    for (int j = 0; j < kGroupSlices; ++j) values[j] = j < count ? partial[j * kElements] : 0.f;
+    for (int q = 0; q < kGroupSlices; ++q) values[q] = q < count ? p[q * kElements] : 0.f;
     float sum = values[0];
 #pragma unroll
-    for (int j = 1; j < kGroupSlices; ++j) {
-      if (j < count) sum += values[j];
+    for (int q = 1; q < kGroupSlices; ++q) {
+      if (q < count) sum += values[q];
     }
     return sum;
   };
   if (clustered && rank != 0) {
-    // The other ranks send their group sums into rank 0's fold buffer, four elements per store:
-    // with st.async, each completing its bytes on rank 0's fold_full barrier (async fold), or
-    // with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
+    // The other ranks send their group sums into rank 0's fold buffer, four fragment slots per
+    // store: with st.async, each completing its bytes on rank 0's fold_full barrier (async fold),
+    // or with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
     ptx::named_barrier_sync(1, kConsumerThreads);  // every slice partial is written
     // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
     // only now lets the MMAs overlap the start of the cluster's other CTAs.
@@ -353,12 +370,30 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     const uint32_t fold_address = ptx::cluster_address(fold_sums, 0);
     const uint32_t fold_barrier = ptx::cluster_address(fold_full, 0);
     constexpr int kQuads = kElements / 4;
-    for (int f = static_cast<int>(threadIdx.x); f < local_groups * kQuads; f += kConsumerThreads) {
-      const int local_group = f / kQuads;
-      const int e = (f % kQuads) * 4;
-      const float4 sums = make_float4(group_sum(local_group, e), group_sum(local_group, e + 1),
-                                      group_sum(local_group, e + 2), group_sum(local_group, e + 3));
-      const int64_t index = (group_begin + local_group) * kElements + e;  // in floats
+    for (int q = static_cast<int>(threadIdx.x); q < local_groups * kQuads; q += kConsumerThreads) {
+      const int local_group = q / kQuads;
+      const int f = (q % kQuads) * 4;
+      const int64_t g = group_begin + local_group;
+      // Four adjacent slots per load; each slot folds its slices in order, as group_sum does.
+      const float4* partials =
+          reinterpret_cast<const float4*>(slice_sums + local_group * kGroupSlices * kElements + f);
+      const int count = static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
+      float4 values[kGroupSlices];
+#pragma unroll
+      for (int i = 0; i < kGroupSlices; ++i) {
+        if (i < count) values[i] = partials[i * (kElements / 4)];
+      }
+      float4 sums = values[0];
+#pragma unroll
+      for (int i = 1; i < kGroupSlices; ++i) {
+        if (i < count) {
+          sums.x += values[i].x;
+          sums.y += values[i].y;
+          sums.z += values[i].z;
+          sums.w += values[i].w;
+        }
+      }
+      const int64_t index = (g - groups_per_rank) * kElements + f;  // in floats
       const uint32_t address = fold_address + static_cast<uint32_t>(index * 4);
       if (async_fold) {
         ptx::store_cluster_async_v4(address, sums, fold_barrier);
@@ -375,10 +410,10 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     return;
   }
 
-  // Rank 0 (or the only CTA of its tile): its own groups come first in the tile's group order
-  // and are folded straight from the slice partials; the other ranks' group sums are in the fold
-  // buffer. Thread 0 waits for their bytes (the others would only spin beside it) and the
-  // consumers' barrier passes that on, together with the slice partials.
+  // Rank 0 (or the only CTA of its tile) folds every group of the tile in ascending order: its
+  // own straight from its slice partials, the others' sums from the fold buffer. Thread 0 waits
+  // for their bytes (the others would only spin beside it) and the consumers' barrier passes
+  // that on, together with the slice partials.
   if (clustered && !async_fold) {
     ptx::cluster_wait_acquire();
     ptx::cluster_arrive_release();
@@ -388,30 +423,28 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   }
   ptx::named_barrier_sync(1, kConsumerThreads);
 
-  // Every group sum of the tile in ascending group order, then the bias. Every consumer thread
-  // has passed griddepcontrol.wait, so out may be written.
-  constexpr int kBatch = 8;  // fold-buffer loads in flight per thread before their adds
+  // Every consumer thread has passed griddepcontrol.wait, so out may be written.
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
-    const int64_t row_w = m0 + e % Tile::kRowsW;
-    const int64_t row_x = n0 + e / Tile::kRowsW;
-    if (e >= kElements || row_w >= m || row_x >= n) continue;
-    float total = group_sum(0, e);
-    for (int g = 1; g < local_groups; ++g) total += group_sum(g, e);
-    for (int64_t g0 = local_groups; g0 < groups; g0 += kBatch) {
-      float values[kBatch];
+    if (!out_valid[j]) continue;
+    const int f = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
+    float total = group_sum(slice_sums, 0, f);
+    for (int g = 1; g < local_groups; ++g)
+      total += group_sum(slice_sums + g * kGroupSlices * kElements, g, f);
+    constexpr int kFoldBatch = 8;  // fold-buffer loads in flight before their adds
+    for (int64_t g0 = local_groups; g0 < groups; g0 += kFoldBatch) {
+      float values[kFoldBatch];
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        if (g0 + i < groups) values[i] = fold_sums[(g0 + i) * kElements + e];
+      for (int i = 0; i < kFoldBatch; ++i) {
+        if (g0 + i < groups) values[i] = fold_sums[(g0 + i - local_groups) * kElements + f];
       }
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
+      for (int i = 0; i < kFoldBatch; ++i) {
         if (g0 + i < groups) total += values[i];
       }
     }
     if (bias != nullptr) total += bias_values[j];
-    store_output(out, row_x * out_row_stride + row_w * out_col_stride, total);
+    store_output(out, out_offsets[j], total);
   }
 }
 
