@@ -66,14 +66,22 @@ struct RingTile {
   static constexpr int kStageBytes = 2 * (kWHalfBytes + kXHalfBytes);
 };
 
-// Partials live in fragment order: f = ((mt * kNT + nt) * 32 + lane) * 4 + e holds accumulator
-// e of the lane's (mt, nt) MMA tile, so that a lane writes its four values as one 16-byte store.
-// The output element of fragment slot f, as (weight row, batch row) within the tile.
+// Partials and group sums live in fragment order: each (mt, nt) MMA tile holds 32 chunks of
+// 16 bytes, chunk ring_lane_chunk(lane) holding the lane's four accumulators, so a lane writes
+// them with one 16-byte store. The chunk swizzle keeps the element-order reads of the final fold
+// free of bank conflicts too: the lanes a warp's elements come from (l % 4 fixed) land in eight
+// different 16-byte bank groups.
+__device__ __forceinline__ int ring_lane_chunk(int lane) {
+  return lane ^ ((lane >> 3) & 3);
+}
+
+// The float index of tile element (row_w, row_x) in that layout.
 template <int kNT>
-__device__ __forceinline__ void ring_fragment_element(int f, int& row_w, int& row_x) {
-  const int e = f & 3, lane = (f >> 2) & 31, mma_tile = f >> 7;
-  row_w = (mma_tile / kNT) * 16 + (lane >> 2) + (e >= 2 ? 8 : 0);
-  row_x = (mma_tile % kNT) * 8 + (lane & 3) * 2 + (e & 1);
+__device__ __forceinline__ int ring_partial_slot(int row_w, int row_x) {
+  const int mma_tile = (row_w >> 4) * kNT + (row_x >> 3);
+  const int lane = (row_w & 7) * 4 + ((row_x & 7) >> 1);
+  const int e = ((row_w >> 3) & 1) * 2 + (row_x & 1);
+  return (mma_tile * 32 + ring_lane_chunk(lane)) * 4 + e;
 }
 
 // One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
@@ -141,7 +149,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   // group sums of every other rank, in tile-group order after rank 0's own groups | slice
   // partials of this CTA's run (groups_per_rank * 4, kElements) fp32 | full[kStages] |
   // empty[kStages] | fold_full (rank 0: completes when every other rank's sums have landed).
-  // Partials and sums are in fragment order (ring_fragment_element).
+  // Partials and sums are in fragment order (ring_partial_slot).
   char* ring = shared;
   const uint32_t ranks = ptx::cluster_size();
   const bool clustered = ranks > 1;  // launched without a cluster: no cluster instruction at all
@@ -166,23 +174,25 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
-  // Rank 0's epilogue targets: consumer thread t folds and stores fragment slots t, t + 128, ...
-  // Their output offsets and bias values are settled right after griddepcontrol.wait (the bias
-  // may belong to the preceding kernel), so that the bias load overlaps the ring and only the
-  // fold itself stands between the last partial and the store.
+  // Rank 0's epilogue targets: consumer thread t folds and stores tile elements t, t + 128, ...
+  // (element e: batch row e / kRowsW, weight row e % kRowsW). Their partial slots, output offsets
+  // and bias values are settled right after griddepcontrol.wait (the bias may belong to the
+  // preceding kernel), so that the bias load overlaps the ring and only the fold itself stands
+  // between the last partial and the store.
   constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
   constexpr int kPerThread = kElements / kConsumerThreads;
-  static_assert(kElements % kConsumerThreads == 0, "whole fragment slots per consumer thread");
+  static_assert(kElements % kConsumerThreads == 0, "whole tile elements per consumer thread");
   float bias_values[kPerThread];
   int64_t out_offsets[kPerThread];
+  int slots[kPerThread];
   bool out_valid[kPerThread];
   const auto prepare_epilogue = [&] {
     if (rank != 0) return;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      int tile_w, tile_x;
-      ring_fragment_element<kNT>(static_cast<int>(threadIdx.x) + j * kConsumerThreads, tile_w,
-                                 tile_x);
+      const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
+      const int tile_w = e % Tile::kRowsW, tile_x = e / Tile::kRowsW;
+      slots[j] = ring_partial_slot<kNT>(tile_w, tile_x);
       const int64_t row_w = m0 + tile_w, row_x = n0 + tile_x;
       out_valid[j] = row_w < m && row_x < n;
       out_offsets[j] = row_x * out_row_stride + row_w * out_col_stride;
@@ -336,7 +346,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
-            const int slot = ((mt * kNT + nt) * 32 + lane) * 4;
+            const int slot = ((mt * kNT + nt) * 32 + ring_lane_chunk(lane)) * 4;
             *reinterpret_cast<float4*>(slice_sums + int64_t{i} * kElements + slot) =
                 make_float4(acc[j][mt][nt][0], acc[j][mt][nt][1], acc[j][mt][nt][2],
                             acc[j][mt][nt][3]);
@@ -360,8 +370,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     return sum;
   };
   if (clustered && rank != 0) {
-    // The other ranks send their group sums into rank 0's fold buffer, four fragment slots per
-    // store: with st.async, each completing its bytes on rank 0's fold_full barrier (async fold),
+    // The other ranks send their group sums into rank 0's fold buffer, one 16-byte chunk per
+    // store (the layout of the partials): with st.async, each completing its bytes on rank 0's fold_full barrier (async fold),
     // or with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
     ptx::named_barrier_sync(1, kConsumerThreads);  // every slice partial is written
     // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
@@ -427,7 +437,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     if (!out_valid[j]) continue;
-    const int f = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
+    const int f = slots[j];
     float total = group_sum(slice_sums, 0, f);
     for (int g = 1; g < local_groups; ++g)
       total += group_sum(slice_sums + g * kGroupSlices * kElements, g, f);
