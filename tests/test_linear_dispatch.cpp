@@ -257,8 +257,7 @@ TEST(LinearDispatch, ForcedClusterSplitsExactlyOrSaysWhy) {
     return std::string("no error");
   };
   // 6 groups over 4 or 5 ranks would leave a rank empty (2 + 2 + 2 + 0).
-  EXPECT_NE(message(s, "ring8.c4", kH200).find("does not split the 6 k groups"),
-            std::string::npos);
+  EXPECT_NE(message(s, "ring8.c4", kH200).find("does not split the 6 k groups"), std::string::npos);
   EXPECT_NE(message(s, "ring8.c7", kH200).find("does not split"), std::string::npos);
   EXPECT_NE(message(bf16_shape(1, 128, 14336), "ring8.c17", kH200).find("cluster 17 > 16"),
             std::string::npos);

@@ -198,8 +198,9 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
 
 // The bf16 mma_m16n8k16 when `run` is true, else nothing (d unchanged): predicated in PTX, so that
 // a guarded chain stays straight-line code instead of a branch around each MMA.
-__device__ __forceinline__ void mma_m16n8k16_bf16_if(bool run, float (&d)[4], const uint32_t (&a)[4],
-                                                     uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_m16n8k16_bf16_if(bool run, float (&d)[4],
+                                                     const uint32_t (&a)[4], uint32_t b0,
+                                                     uint32_t b1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
       "@p mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "

@@ -90,8 +90,8 @@ inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups
   const int64_t stage_bytes = 2 * (16 * mt + 8 * nt) * 128;
   const int64_t tile_sum_bytes = int64_t{16} * mt * 8 * nt * 4;
   const int64_t remote_slots = cluster > 1 ? groups - groups_per_rank : 0;
-  return 1024 + stages * stage_bytes + (remote_slots + groups_per_rank * kGroupSlices) * tile_sum_bytes +
-         (2 * stages + 1) * 8;
+  return 1024 + stages * stage_bytes +
+         (remote_slots + groups_per_rank * kGroupSlices) * tile_sum_bytes + (2 * stages + 1) * 8;
 }
 
 inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
@@ -237,8 +237,7 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   }
   if (stages < 4) return LinearConfig{};
   c.stages = stages;
-  c.shared_bytes =
-      ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank);
+  c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +

@@ -96,10 +96,11 @@ __device__ __forceinline__ void ring_block_fragments(uint32_t stage, int block, 
   const uint32_t w_half = stage + half * Tile::kWHalfBytes;
   const uint32_t x_half = stage + 2 * Tile::kWHalfBytes + half * Tile::kXHalfBytes;
   const int row_x = lane & 7;
-  ptx::ldmatrix_x2(b, x_half + row_x * kRingRowBytes +
-                          (((chunk0 + ((lane >> 3) & 1)) ^ (row_x & 7)) << 4));
+  ptx::ldmatrix_x2(
+      b, x_half + row_x * kRingRowBytes + (((chunk0 + ((lane >> 3) & 1)) ^ (row_x & 7)) << 4));
   const int row_w = lane & 15;
-  ptx::ldmatrix_x4(a, w_half + row_w * kRingRowBytes + (((chunk0 + (lane >> 4)) ^ (row_w & 7)) << 4));
+  ptx::ldmatrix_x4(a,
+                   w_half + row_w * kRingRowBytes + (((chunk0 + (lane >> 4)) ^ (row_w & 7)) << 4));
 }
 
 template <int kMT, int kNT>
@@ -347,9 +348,8 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
             const int slot = ((mt * kNT + nt) * 32 + ring_lane_chunk(lane)) * 4;
-            *reinterpret_cast<float4*>(slice_sums + int64_t{i} * kElements + slot) =
-                make_float4(acc[j][mt][nt][0], acc[j][mt][nt][1], acc[j][mt][nt][2],
-                            acc[j][mt][nt][3]);
+            *reinterpret_cast<float4*>(slice_sums + int64_t{i} * kElements + slot) = make_float4(
+                acc[j][mt][nt][0], acc[j][mt][nt][1], acc[j][mt][nt][2], acc[j][mt][nt][3]);
           }
       }
     }
@@ -371,8 +371,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   };
   if (clustered && rank != 0) {
     // The other ranks send their group sums into rank 0's fold buffer, one 16-byte chunk per
-    // store (the layout of the partials): with st.async, each completing its bytes on rank 0's fold_full barrier (async fold),
-    // or with plain distributed stores ordered by the second cluster barrier phase (barrier fold).
+    // store (the layout of the partials): with st.async, each completing its bytes on rank 0's
+    // fold_full barrier (async fold), or with plain distributed stores ordered by the second
+    // cluster barrier phase (barrier fold).
     ptx::named_barrier_sync(1, kConsumerThreads);  // every slice partial is written
     // Rank 0 runs and its fold barrier is initialized once the cluster's phase completes; waiting
     // only now lets the MMAs overlap the start of the cluster's other CTAs.
