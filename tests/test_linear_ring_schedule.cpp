@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,48 @@ TEST(LinearRingSchedule, TheModelCatchesBatchesLargerThanTheRingAllows) {
     caught = o.deadlock || !o.violation.empty();
   }
   EXPECT_TRUE(caught);
+}
+
+// The fragment-order layout of slice partials and group sums (ring_partial_slot): a lane's four
+// accumulators of an m16n8k16 MMA (rows lane / 4 and + 8, batch columns 2 (lane % 4) and + 1)
+// are one 16-byte chunk; every element has one slot; the lanes' 16-byte stores and the final
+// fold's element-order loads (thread e: batch row e / rows_w, weight row e % rows_w) are free of
+// shared-memory bank conflicts.
+TEST(LinearRingSchedule, PartialLayoutMatchesTheFragmentsWithoutBankConflicts) {
+  for (const auto& [mt_count, nt_count] :
+       std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {1, 4}, {2, 4}}) {
+    const int rows_w = 16 * mt_count, elements = 128 * mt_count * nt_count;
+    std::set<int> slots;
+    for (int mt = 0; mt < mt_count; ++mt)
+      for (int nt = 0; nt < nt_count; ++nt)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int e = 0; e < 4; ++e) {
+            const int row_w = mt * 16 + lane / 4 + (e >= 2 ? 8 : 0);
+            const int row_x = nt * 8 + (lane % 4) * 2 + (e & 1);
+            const int written = ((mt * nt_count + nt) * 32 + ring_lane_chunk(lane)) * 4 + e;
+            EXPECT_EQ(ring_partial_slot(row_w, row_x, nt_count), written)
+                << mt_count << "x" << nt_count << " lane " << lane << " e " << e;
+            slots.insert(written);
+          }
+    EXPECT_EQ(static_cast<int>(slots.size()), elements);
+    EXPECT_EQ(*slots.rbegin(), elements - 1);
+    // 16-byte stores go out a quarter warp at a time: its 8 chunks in 8 different bank groups.
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      std::set<int> groups;
+      for (int lane = quarter * 8; lane < quarter * 8 + 8; ++lane)
+        groups.insert(ring_lane_chunk(lane) % 8);
+      EXPECT_EQ(groups.size(), 8u) << "quarter " << quarter;
+    }
+    // The 16 x 8 tile's element-order fold: each warp's 32 loads hit 32 different banks.
+    if (mt_count == 1) {
+      for (int warp = 0; warp < elements / 32; ++warp) {
+        std::set<int> banks;
+        for (int e = warp * 32; e < warp * 32 + 32; ++e)
+          banks.insert(ring_partial_slot(e % rows_w, e / rows_w, nt_count) % 32);
+        EXPECT_EQ(banks.size(), 32u) << mt_count << "x" << nt_count << " warp " << warp;
+      }
+    }
+  }
 }
 
 }  // namespace

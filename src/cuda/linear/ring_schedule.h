@@ -46,6 +46,24 @@ GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt, int stages) {
   return wanted < room ? wanted : room;
 }
 
+// Slice partials and group sums live in fragment order: each (mt, nt) MMA tile holds 32 chunks of
+// 16 bytes, chunk ring_lane_chunk(lane) holding the lane's four accumulators, so a lane writes
+// them with one 16-byte store. The chunk swizzle keeps the element-order reads of the final fold
+// free of bank conflicts too: the lanes a warp's elements come from (l % 4 fixed) land in eight
+// different 16-byte bank groups (tests/test_linear_ring_schedule.cpp checks both).
+GEMMKIT_RING_HD constexpr int ring_lane_chunk(int lane) {
+  return lane ^ ((lane >> 3) & 3);
+}
+
+// The float index of tile element (row_w, row_x) (weight row, batch row) in that layout, for
+// tiles of nt MMA tiles along the batch.
+GEMMKIT_RING_HD constexpr int ring_partial_slot(int row_w, int row_x, int nt) {
+  return (((row_w >> 4) * nt + (row_x >> 3)) * 32 +
+          ring_lane_chunk((row_w & 7) * 4 + ((row_x & 7) >> 1))) *
+             4 +
+         ((row_w >> 3) & 1) * 2 + (row_x & 1);
+}
+
 GEMMKIT_RING_HD constexpr int ring_stage(int slice, int stages) {
   return slice % stages;
 }

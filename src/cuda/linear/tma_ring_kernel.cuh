@@ -66,24 +66,6 @@ struct RingTile {
   static constexpr int kStageBytes = 2 * (kWHalfBytes + kXHalfBytes);
 };
 
-// Partials and group sums live in fragment order: each (mt, nt) MMA tile holds 32 chunks of
-// 16 bytes, chunk ring_lane_chunk(lane) holding the lane's four accumulators, so a lane writes
-// them with one 16-byte store. The chunk swizzle keeps the element-order reads of the final fold
-// free of bank conflicts too: the lanes a warp's elements come from (l % 4 fixed) land in eight
-// different 16-byte bank groups.
-__device__ __forceinline__ int ring_lane_chunk(int lane) {
-  return lane ^ ((lane >> 3) & 3);
-}
-
-// The float index of tile element (row_w, row_x) in that layout.
-template <int kNT>
-__device__ __forceinline__ int ring_partial_slot(int row_w, int row_x) {
-  const int mma_tile = (row_w >> 4) * kNT + (row_x >> 3);
-  const int lane = (row_w & 7) * 4 + ((row_x & 7) >> 1);
-  const int e = ((row_w >> 3) & 1) * 2 + (row_x & 1);
-  return (mma_tile * 32 + ring_lane_chunk(lane)) * 4 + e;
-}
-
 // One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
 // rows, (8, 16) per nt) come from the stage's swizzled halves by ldmatrix; lane l addresses
 // row l % 16 (A) or l % 8 (B) and the 16-byte chunk picked by l / 16 (A) or l / 8 (B).
@@ -150,7 +132,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   // group sums of every other rank, in tile-group order after rank 0's own groups | slice
   // partials of this CTA's run (groups_per_rank * 4, kElements) fp32 | full[kStages] |
   // empty[kStages] | fold_full (rank 0: completes when every other rank's sums have landed).
-  // Partials and sums are in fragment order (ring_partial_slot).
+  // Partials and sums are in fragment order (ring_partial_slot, ring_schedule.h).
   char* ring = shared;
   const uint32_t ranks = ptx::cluster_size();
   const bool clustered = ranks > 1;  // launched without a cluster: no cluster instruction at all
@@ -193,7 +175,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     for (int j = 0; j < kPerThread; ++j) {
       const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
       const int tile_w = e % Tile::kRowsW, tile_x = e / Tile::kRowsW;
-      slots[j] = ring_partial_slot<kNT>(tile_w, tile_x);
+      slots[j] = ring_partial_slot(tile_w, tile_x, kNT);
       const int64_t row_w = m0 + tile_w, row_x = n0 + tile_x;
       out_valid[j] = row_w < m && row_x < n;
       out_offsets[j] = row_x * out_row_stride + row_w * out_col_stride;
