@@ -69,47 +69,81 @@ struct RingTile {
 // One k16 block of a slice: the A fragments (weights, (16, 16) per mt) and B fragments (batch
 // rows, (8, 16) per nt) come from the stage's swizzled halves by ldmatrix; lane l addresses
 // row l % 16 (A) or l % 8 (B) and the 16-byte chunk picked by l / 16 (A) or l / 8 (B).
-// The fragments of one k16 block of a 16 x 8 tile (as ring_slice_mma reads them for kMT = kNT = 1).
+template <int kMT, int kNT>
+struct RingBlock {
+  using Tile = RingTile<kMT, kNT>;
+  uint32_t w_half, x_half;
+  int chunk0;  // first 16-byte chunk of the block in a 128-byte row
+
+  __device__ __forceinline__ RingBlock(uint32_t stage, int block)
+      : w_half(stage + (block >> 2) * Tile::kWHalfBytes),
+        x_half(stage + 2 * Tile::kWHalfBytes + (block >> 2) * Tile::kXHalfBytes),
+        chunk0((block & 3) * 2) {}
+  __device__ __forceinline__ void b_fragment(int nt, int lane, uint32_t (&b)[2]) const {
+    const int row = nt * 8 + (lane & 7);
+    const int chunk = (chunk0 + ((lane >> 3) & 1)) ^ (row & 7);
+    ptx::ldmatrix_x2(b, x_half + row * kRingRowBytes + (chunk << 4));
+  }
+  __device__ __forceinline__ void a_fragment(int mt, int lane, uint32_t (&a)[4]) const {
+    const int row = mt * 16 + (lane & 15);
+    const int chunk = (chunk0 + (lane >> 4)) ^ (row & 7);
+    ptx::ldmatrix_x4(a, w_half + row * kRingRowBytes + (chunk << 4));
+  }
+};
+
+// The fragments of one k16 block of a 16 x 8 tile, for the straight-line batches.
 __device__ __forceinline__ void ring_block_fragments(uint32_t stage, int block, int lane,
                                                      uint32_t (&a)[4], uint32_t (&b)[2]) {
-  using Tile = RingTile<1, 1>;
-  const int half = block >> 2;
-  const int chunk0 = (block & 3) * 2;
-  const uint32_t w_half = stage + half * Tile::kWHalfBytes;
-  const uint32_t x_half = stage + 2 * Tile::kWHalfBytes + half * Tile::kXHalfBytes;
-  const int row_x = lane & 7;
-  ptx::ldmatrix_x2(
-      b, x_half + row_x * kRingRowBytes + (((chunk0 + ((lane >> 3) & 1)) ^ (row_x & 7)) << 4));
-  const int row_w = lane & 15;
-  ptx::ldmatrix_x4(a,
-                   w_half + row_w * kRingRowBytes + (((chunk0 + (lane >> 4)) ^ (row_w & 7)) << 4));
+  const RingBlock<1, 1> fragments(stage, block);
+  fragments.b_fragment(0, lane, b);
+  fragments.a_fragment(0, lane, a);
 }
 
+// One k16 block's MMAs of a wider tile.
 template <int kMT, int kNT>
 __device__ __forceinline__ void ring_slice_mma(uint32_t stage, int block, int lane,
                                                float (&acc)[kMT][kNT][4]) {
-  using Tile = RingTile<kMT, kNT>;
-  const int half = block >> 2;
-  const int chunk0 = (block & 3) * 2;  // first 16-byte chunk of the block in a 128-byte row
-  const uint32_t w_half = stage + half * Tile::kWHalfBytes;
-  const uint32_t x_half = stage + 2 * Tile::kWHalfBytes + half * Tile::kXHalfBytes;
+  const RingBlock<kMT, kNT> fragments(stage, block);
   uint32_t b[kNT][2];
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) {
-    const int row = nt * 8 + (lane & 7);
-    const int chunk = (chunk0 + ((lane >> 3) & 1)) ^ (row & 7);
-    ptx::ldmatrix_x2(b[nt], x_half + row * kRingRowBytes + (chunk << 4));
-  }
+  for (int nt = 0; nt < kNT; ++nt) fragments.b_fragment(nt, lane, b[nt]);
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
-    const int row = mt * 16 + (lane & 15);
-    const int chunk = (chunk0 + (lane >> 4)) ^ (row & 7);
     uint32_t a[4];
-    ptx::ldmatrix_x4(a, w_half + row * kRingRowBytes + (chunk << 4));
+    fragments.a_fragment(mt, lane, a);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
       ptx::mma_m16n8k16<__nv_bfloat16>(acc[mt][nt], a, b[nt][0], b[nt][1]);
   }
+}
+
+// Slices in tile group g of a reduction of `slices` slices (4 but in the last group).
+__device__ __forceinline__ int ring_group_count(int64_t slices, int64_t g) {
+  return static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
+}
+
+__device__ __forceinline__ float ring_add(float a, float b) {
+  return a + b;
+}
+__device__ __forceinline__ float4 ring_add(float4 a, float4 b) {
+  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+// A group's sum, ((p0 + p1) + p2) + p3 over its `count` slice partials, `stride` values apart
+// from `first` (V: one slot, or four adjacent slots at once): loads first, then the adds.
+template <typename V>
+__device__ __forceinline__ V ring_group_fold(const V* first, int stride, int count) {
+  V values[kGroupSlices];
+#pragma unroll
+  for (int q = 0; q < kGroupSlices; ++q) {
+    if (q < count) values[q] = first[q * stride];
+  }
+  V sum = values[0];
+#pragma unroll
+  for (int q = 1; q < kGroupSlices; ++q) {
+    if (q < count) sum = ring_add(sum, values[q]);
+  }
+  return sum;
 }
 
 template <typename Out, int kStages, int kMT, int kNT>
@@ -339,17 +373,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   // Consumers from here. The sum of tile group g at fragment slot f: the partials of its up to
   // four slices (from `partials`, the group's first), folded in slice order.
   const auto group_sum = [&](const float* partials, int64_t g, int f) {
-    const int count = static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
-    const float* p = partials + f;
-    float values[kGroupSlices];
-#pragma unroll
-    for (int q = 0; q < kGroupSlices; ++q) values[q] = q < count ? p[q * kElements] : 0.f;
-    float sum = values[0];
-#pragma unroll
-    for (int q = 1; q < kGroupSlices; ++q) {
-      if (q < count) sum += values[q];
-    }
-    return sum;
+    return ring_group_fold(partials + f, kElements, ring_group_count(slices, g));
   };
   if (clustered && rank != 0) {
     // The other ranks send their group sums into rank 0's fold buffer, one 16-byte chunk per
@@ -368,24 +392,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
       const int f = (q % kQuads) * 4;
       const int64_t g = group_begin + local_group;
       // Four adjacent slots per load; each slot folds its slices in order, as group_sum does.
-      const float4* partials =
-          reinterpret_cast<const float4*>(slice_sums + local_group * kGroupSlices * kElements + f);
-      const int count = static_cast<int>(min(int64_t{kGroupSlices}, slices - g * kGroupSlices));
-      float4 values[kGroupSlices];
-#pragma unroll
-      for (int i = 0; i < kGroupSlices; ++i) {
-        if (i < count) values[i] = partials[i * (kElements / 4)];
-      }
-      float4 sums = values[0];
-#pragma unroll
-      for (int i = 1; i < kGroupSlices; ++i) {
-        if (i < count) {
-          sums.x += values[i].x;
-          sums.y += values[i].y;
-          sums.z += values[i].z;
-          sums.w += values[i].w;
-        }
-      }
+      const float4 sums = ring_group_fold(
+          reinterpret_cast<const float4*>(slice_sums + local_group * kGroupSlices * kElements + f),
+          kElements / 4, ring_group_count(slices, g));
       const int64_t index = (g - groups_per_rank) * kElements + f;  // in floats
       const uint32_t address = fold_address + static_cast<uint32_t>(index * 4);
       if (async_fold) {
