@@ -287,6 +287,31 @@ TEST(LinearDispatch, PrintedRingNamesSelectTheSameConfig) {
   }
 }
 
+TEST(LinearDispatch, DeviceSettingsFromTheEnvironment) {
+  EXPECT_EQ(parse_ring_producers(""), 4);
+  EXPECT_EQ(parse_ring_producers("1"), 1);
+  EXPECT_EQ(parse_ring_producers("4"), 4);
+  EXPECT_TRUE(parse_ring_async_fold(""));
+  EXPECT_TRUE(parse_ring_async_fold("async"));
+  EXPECT_FALSE(parse_ring_async_fold("barrier"));
+  for (const std::string bad : {"2", "04", " 4"}) {
+    try {
+      parse_ring_producers(bad);
+      ADD_FAILURE() << bad << " did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("GEMMKIT_LINEAR_PRODUCERS '" + bad + "': must be 1 or 4"),
+          std::string::npos);
+    }
+  }
+  try {
+    parse_ring_async_fold("st.async");
+    ADD_FAILURE() << "st.async did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be async or barrier"), std::string::npos);
+  }
+}
+
 TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {
   // The async fold by default; GEMMKIT_LINEAR_FOLD=barrier sets the racecheck twin on the device,
   // and .fa / .fb name either per call. Names print .fb only where a cluster folds that way.

@@ -94,6 +94,23 @@ inline int64_t ring_shared_bytes_host(int stages, int mt, int nt, int64_t groups
          (remote_slots + groups_per_rank * kGroupSlices) * tile_sum_bytes + (2 * stages + 1) * 8;
 }
 
+// GEMMKIT_LINEAR_PRODUCERS and GEMMKIT_LINEAR_FOLD as the device settings (LinearDevice), read
+// through detail::env_setting by the launcher: empty means the default.
+inline int parse_ring_producers(const std::string& text) {
+  if (text.empty()) return kRingMaxProducerWarps;
+  if (text != "1" && text != "4") {
+    throw Error("gemmkit::linear: GEMMKIT_LINEAR_PRODUCERS '" + text + "': must be 1 or 4");
+  }
+  return std::stoi(text);
+}
+inline bool parse_ring_async_fold(const std::string& text) {
+  if (text.empty()) return true;
+  if (text != "async" && text != "barrier") {
+    throw Error("gemmkit::linear: GEMMKIT_LINEAR_FOLD '" + text + "': must be async or barrier");
+  }
+  return text == "async";
+}
+
 inline LinearConfig reference_config(const LinearShape& s, const LinearDevice& d,
                                      std::string reason) {
   LinearConfig c;

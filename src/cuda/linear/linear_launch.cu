@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "api/validate.h"
 #include "cuda/common/cublaslt.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
@@ -289,25 +290,10 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
     return v ? std::max(1, std::min(16, std::atoi(v))) : 16;
   }();
   d.max_cluster = std::min(max_cluster, max_cluster_limit);
-  static const int producers = [] {
-    const char* v = std::getenv("GEMMKIT_LINEAR_PRODUCERS");
-    if (v == nullptr || *v == '\0') return 4;
-    const std::string text(v);
-    if (text != "1" && text != "4") {
-      throw Error("gemmkit::linear: GEMMKIT_LINEAR_PRODUCERS '" + text + "': must be 1 or 4");
-    }
-    return std::stoi(text);
-  }();
+  static const int producers =
+      parse_ring_producers(detail::env_setting("GEMMKIT_LINEAR_PRODUCERS"));
   d.ring_producers = producers;
-  static const bool async_fold = [] {
-    const char* v = std::getenv("GEMMKIT_LINEAR_FOLD");
-    if (v == nullptr || *v == '\0') return true;
-    const std::string text(v);
-    if (text != "async" && text != "barrier") {
-      throw Error("gemmkit::linear: GEMMKIT_LINEAR_FOLD '" + text + "': must be async or barrier");
-    }
-    return text == "async";
-  }();
+  static const bool async_fold = parse_ring_async_fold(detail::env_setting("GEMMKIT_LINEAR_FOLD"));
   d.async_fold = async_fold;
   return d;
 }
