@@ -67,6 +67,25 @@ ConvCase make_case(const std::string& name, std::vector<int64_t> x, std::vector<
   return c;
 }
 
+// A depthwise case that auto must serve with cuda.conv.depthwise: x (n, spatial..., c), a
+// kernel of `kernel` per spatial dim, channel multiplier `multiplier`, the same stride and
+// padding per dim, run with `algos`.
+ConvCase depthwise_case(const std::string& name, std::vector<int64_t> x, int64_t kernel,
+                        int64_t stride, int64_t pad_lo, int64_t pad_hi, int64_t multiplier,
+                        bool bias, std::vector<std::string> algos) {
+  const int64_t c = x.back();
+  std::vector<int64_t> w{c * multiplier};
+  for (std::size_t d = 1; d + 1 < x.size(); ++d) w.push_back(kernel);
+  w.push_back(1);
+  ConvCase k = make_case(name, std::move(x), std::move(w), std::move(algos), "cuda.conv.depthwise");
+  k.params.groups = c;
+  k.params.stride = {stride};
+  k.params.padding_lo = {pad_lo};
+  k.params.padding_hi = {pad_hi};
+  k.bias = bias;
+  return k;
+}
+
 std::vector<ConvCase> matrix() {
   std::vector<ConvCase> v;
   const std::vector<std::string> all{"reference", "direct", "gemm"};
@@ -449,17 +468,8 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   const std::vector<std::string> so{"reference", "direct"};
   const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
                              int64_t stride, int64_t pad_lo, int64_t pad_hi, bool bias) {
-    const int64_t c = x.back();
-    std::vector<int64_t> w{c};
-    for (std::size_t d = 1; d + 1 < x.size(); ++d) w.push_back(kernel);
-    w.push_back(1);
-    ConvCase k = make_case(name, std::move(x), std::move(w), dw, "cuda.conv.depthwise");
-    k.params.groups = c;
-    k.params.stride = {stride};
-    k.params.padding_lo = {pad_lo};
-    k.params.padding_hi = {pad_hi};
-    k.bias = bias;
-    cases.push_back(k);
+    cases.push_back(
+        depthwise_case(name, std::move(x), kernel, stride, pad_lo, pad_hi, 1, bias, dw));
   };
   // Window variants: 1-D, and 2-D kernel widths the blocked variant does not instantiate.
   depthwise("dw narrow causal conv1d k4 c24", {3, 77, 24}, 4, 1, 3, 0, true);
@@ -623,17 +633,8 @@ TEST(GpuConvSanitize, DepthwiseBlockedWeightStaging) {
   std::vector<ConvCase> cases;
   const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
                              int64_t stride, int64_t multiplier, bool bias) {
-    const int64_t c = x.back();
-    std::vector<int64_t> w{c * multiplier};
-    for (std::size_t d = 1; d + 1 < x.size(); ++d) w.push_back(kernel);
-    w.push_back(1);
-    ConvCase k = make_case(name, std::move(x), std::move(w), {"depthwise"}, "cuda.conv.depthwise");
-    k.params.groups = c;
-    k.params.stride = {stride};
-    k.params.padding_lo = {kernel / 2};
-    k.params.padding_hi = {kernel / 2};
-    k.bias = bias;
-    cases.push_back(k);
+    cases.push_back(depthwise_case(name, std::move(x), kernel, stride, kernel / 2, kernel / 2,
+                                   multiplier, bias, {"depthwise"}));
   };
   depthwise("dw staging 3x3 c70 (tiles of 36 channels)", {2, 15, 17, 70}, 3, 1, 1, true);
   depthwise("dw staging 7x7 c46 (tiles of 16 channels)", {1, 15, 17, 46}, 7, 1, 1, false);
