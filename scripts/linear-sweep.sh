@@ -5,7 +5,7 @@
 # times the suite (graphs of 20 put seed-mid 0.3 us faster than the benchmark then measured).
 # Settings (space-separated lists): GEMMKIT_SWEEP_KERNELS (default "auto ring4 ring8 ring16"),
 # GEMMKIT_SWEEP_CLUSTERS ("16 1"), GEMMKIT_SWEEP_PDL ("1 0"), GEMMKIT_SWEEP_PRODUCERS (ring
-# producer warps, "1").
+# producer warps, "4": the library's default).
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -13,10 +13,10 @@ bin=build-device/gemmkit
 runs=$(mktemp -d)
 for pdl in ${GEMMKIT_SWEEP_PDL:-1 0}; do
   for cluster in ${GEMMKIT_SWEEP_CLUSTERS:-16 1}; do
-    for producers in ${GEMMKIT_SWEEP_PRODUCERS:-1}; do
+    for producers in ${GEMMKIT_SWEEP_PRODUCERS:-4}; do
       for kernel in ${GEMMKIT_SWEEP_KERNELS:-auto ring4 ring8 ring16}; do
         tag="pdl$pdl-c$cluster-$kernel"
-        [ "$producers" = 1 ] || tag="pdl$pdl-c$cluster-p$producers-$kernel"
+        [ "$producers" = 4 ] || tag="pdl$pdl-c$cluster-p$producers-$kernel"
         GEMMKIT_LINEAR_PDL=$pdl GEMMKIT_LINEAR_MAX_CLUSTER=$cluster GEMMKIT_LINEAR_KERNEL=$kernel \
           GEMMKIT_LINEAR_PRODUCERS=$producers timeout 60 "$bin" bench \
           --suite .deps/suites/linear-decode.csv --device cuda:0 --reps 200 \
