@@ -21,6 +21,23 @@ LinearShape bf16_shape(int64_t n, int64_t m, int64_t k) {
   return s;
 }
 
+// The text of the Error that `run` throws, or "no error".
+template <typename Run>
+std::string error_text(Run run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// select_linear_config's error for `forced` on `shape`, or "no error".
+std::string forced_error(const LinearShape& shape, const std::string& forced,
+                         const LinearDevice& device = kH200, bool pdl = true) {
+  return error_text([&] { select_linear_config(shape, device, forced, pdl); });
+}
+
 void expect_within_limits(const LinearConfig& c, const LinearShape& s, const LinearDevice& d) {
   SCOPED_TRACE(c.to_string());
   EXPECT_FALSE(c.reason.empty());
@@ -137,12 +154,7 @@ TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
   const LinearConfig c = select_linear_config(s, kH200, "", true);
   EXPECT_EQ(c.path, LinearPath::reference) << c.to_string();
   EXPECT_NE(c.reason.find("partials of its 8192 slices"), std::string::npos) << c.reason;
-  try {
-    select_linear_config(s, kH200, "ring4", true);
-    ADD_FAILURE() << "forcing ring4 did not throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(forced_error(s, "ring4").find("shared memory"), std::string::npos);
   // The longest reduction of the decode suites keeps the ring.
   EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 14336), kH200, "", true).path,
             LinearPath::tma_ring);
@@ -181,12 +193,7 @@ TEST(LinearDispatch, ForcedKernelsAndTheirErrors) {
     expect_within_limits(c, s, kH200);
   }
   const auto message = [&](const LinearShape& shape, const std::string& forced) {
-    try {
-      select_linear_config(shape, kH200, forced, false);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return forced_error(shape, forced, kH200, false);
   };
   EXPECT_NE(message(s, "ring12").find("'ring12': unknown kernel"), std::string::npos);
   LinearShape f16 = s;
@@ -222,12 +229,7 @@ TEST(LinearDispatch, ForcedRingTiles) {
   EXPECT_EQ(select_linear_config(bf16_shape(64, 128, 2880), kH200, "", true).name,
             "ring16.t1x1.p4.c2");  // 64 tiles: 2 ranks of 3 groups
   const auto message = [&](const std::string& forced) {
-    try {
-      select_linear_config(s, kH200, forced, false);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return forced_error(s, forced, kH200, false);
   };
   EXPECT_NE(message("ring4.t2x2").find("no ring kernel is built for that tile"), std::string::npos);
   for (const std::string bad :
@@ -249,12 +251,7 @@ TEST(LinearDispatch, ForcedClusterSplitsExactlyOrSaysWhy) {
   }
   const auto message = [&](const LinearShape& shape, const std::string& forced,
                            const LinearDevice& device) {
-    try {
-      select_linear_config(shape, device, forced, true);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return forced_error(shape, forced, device);
   };
   // 6 groups over 4 or 5 ranks would leave a rank empty (2 + 2 + 2 + 0).
   EXPECT_NE(message(s, "ring8.c4", kH200).find("does not split the 6 k groups"), std::string::npos);
@@ -295,21 +292,13 @@ TEST(LinearDispatch, DeviceSettingsFromTheEnvironment) {
   EXPECT_TRUE(parse_ring_async_fold("async"));
   EXPECT_FALSE(parse_ring_async_fold("barrier"));
   for (const std::string bad : {"2", "04", " 4"}) {
-    try {
-      parse_ring_producers(bad);
-      ADD_FAILURE() << bad << " did not throw";
-    } catch (const Error& e) {
-      EXPECT_NE(
-          std::string(e.what()).find("GEMMKIT_LINEAR_PRODUCERS '" + bad + "': must be 1 or 4"),
-          std::string::npos);
-    }
+    EXPECT_NE(error_text([&] {
+                parse_ring_producers(bad);
+              }).find("GEMMKIT_LINEAR_PRODUCERS '" + bad + "': must be 1 or 4"),
+              std::string::npos);
   }
-  try {
-    parse_ring_async_fold("st.async");
-    ADD_FAILURE() << "st.async did not throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("must be async or barrier"), std::string::npos);
-  }
+  EXPECT_NE(error_text([] { parse_ring_async_fold("st.async"); }).find("must be async or barrier"),
+            std::string::npos);
 }
 
 TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {
@@ -330,14 +319,8 @@ TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {
   // Without a cluster there is nothing to fold across CTAs: the name says nothing.
   EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "ring8.fb", true).name,
             "ring8.t1x1.p4.c1");
-  for (const std::string bad : {"ring8.fc", "ring8.fb.p4", "ring8.f", "ring8.fbb"}) {
-    try {
-      select_linear_config(s, kH200, bad, true);
-      ADD_FAILURE() << bad << " did not throw";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("unknown kernel"), std::string::npos) << e.what();
-    }
-  }
+  for (const std::string bad : {"ring8.fc", "ring8.fb.p4", "ring8.f", "ring8.fbb"})
+    EXPECT_NE(forced_error(s, bad).find("unknown kernel"), std::string::npos) << bad;
 }
 
 TEST(LinearDispatch, RingProducerWarps) {
@@ -358,12 +341,7 @@ TEST(LinearDispatch, RingProducerWarps) {
   EXPECT_EQ(select_linear_config(s, single, "ring8.p4", true).name, "ring8.t1x1.p4.c6");
   EXPECT_EQ(select_linear_config(s, kH200, "ring8.t1x2.p1", true).name, "ring8.t1x2.p1.c6");
   EXPECT_EQ(select_linear_config(s, kH200, "ring8.t1x2.p1", true).threads, 160);
-  try {
-    select_linear_config(s, kH200, "ring8.p2", true);
-    ADD_FAILURE() << "ring8.p2 did not throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("producer warps: 1 or 4"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(forced_error(s, "ring8.p2").find("producer warps: 1 or 4"), std::string::npos);
 }
 
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
