@@ -99,11 +99,26 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(1024, 1024), 16);
   EXPECT_EQ(family_max_n(1024, 1032), 8);
   EXPECT_EQ(family_max_n(4096, 3072), 8);
+  EXPECT_EQ(family_max_n(2048, 7168), 8);  // just below 2^24 elements
+  // From 2^24 weight elements on, none: bandwidth-bound, cuBLASLt at every n.
+  EXPECT_EQ(family_max_n(4096, 4096), 0);
+  EXPECT_EQ(family_max_n(16384, 53248), 0);
+  EXPECT_EQ(family_max_n(1, int64_t{1} << 24), 0);
+  for (const LinearShape& big : {bf16_shape(1, 4096, 4096), bf16_shape(8, 8192, 28672),
+                                 bf16_shape(1, 16384, 53248)}) {
+    const LinearConfig lt = select_linear_config(big, kH200, "", true);
+    EXPECT_EQ(lt.path, LinearPath::cublaslt) << lt.to_string();
+    EXPECT_NE(lt.reason.find("bandwidth-bound at every n"), std::string::npos) << lt.reason;
+    EXPECT_NE(lt.reason.find("batch-invariance"), std::string::npos) << lt.reason;
+  }
+  // A forced ring still runs them (with the contract's bits).
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 8192, 28672), kH200, "ring16", true).path,
+            LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(16, 1024, 1024), kH200, "", true).path,
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(17, 1024, 1024), kH200, "", true).path,
             LinearPath::cublaslt);
-  EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 4096), kH200, "", true).path,
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 3072), kH200, "", true).path,
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
             LinearPath::cublaslt);
@@ -148,9 +163,10 @@ TEST(LinearDispatch, ReferenceLaunchesForExtremeShapes) {
 
 TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
   // A CTA keeps the fp32 partial of every slice of its run in shared memory: 8192 slices over at
-  // most 16 ranks (256 KiB each) cannot fit, so the family serves the shape through the reference
-  // kernel.
-  const LinearShape s = bf16_shape(1, 128, int64_t{1} << 20);
+  // most 16 ranks (256 KiB each) cannot fit, so the family serves the shape (a weight below
+  // kFamilyMaxWeight) through the reference kernel. Below that weight bound, only m < 128
+  // reaches such a k: at m >= 128 (auto's cluster of 16 or k <= 2^17) the partials fit.
+  const LinearShape s = bf16_shape(1, 8, int64_t{1} << 20);
   const LinearConfig c = select_linear_config(s, kH200, "", true);
   EXPECT_EQ(c.path, LinearPath::reference) << c.to_string();
   EXPECT_NE(c.reason.find("partials of its 8192 slices"), std::string::npos) << c.reason;
@@ -158,6 +174,14 @@ TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
   // The longest reduction of the decode suites keeps the ring.
   EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 14336), kH200, "", true).path,
             LinearPath::tma_ring);
+  // Every weight the family serves at m >= 128 keeps the ring: the largest k for each m.
+  for (int64_t m : {128, 256, 512, 1000, 1024, 2048, 4096, 16384}) {
+    const int64_t k = (kFamilyMaxWeight - 1) / m / 8 * 8;
+    for (int64_t n : {int64_t{1}, family_max_n(m, k)}) {
+      const LinearConfig ring = select_linear_config(bf16_shape(n, m, k), kH200, "", true);
+      EXPECT_EQ(ring.path, LinearPath::tma_ring) << n << "x" << m << "x" << k << ": " << ring.reason;
+    }
+  }
 }
 
 TEST(LinearDispatch, LayoutsTmaCannotLoadKeepTheFamilyThroughTheReference) {

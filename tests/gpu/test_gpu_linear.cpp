@@ -193,8 +193,11 @@ TEST(GpuLinear, BatchInvariance) {
 
 TEST(GpuLinear, RepeatedRunsAreBitwiseIdentical) {
   GEMMKIT_REQUIRE_GPU();
-  DeviceLinear problem(LinearCase{16, 4096, 7168, true, DType::bf16}, 9);
-  const std::vector<uint8_t> first = problem.run("auto", 1);
+  // A weight just below the family's bound at its largest n: 128 ring tiles, one CTA each.
+  DeviceLinear problem(LinearCase{8, 2048, 7168, true, DType::bf16}, 9);
+  CallInfo info;
+  const std::vector<uint8_t> first = problem.run("auto", 1, &info);
+  EXPECT_EQ(info.kernel.rfind("cuda.linear.ring", 0), 0u) << info.kernel << " " << info.reason;
   for (int i = 0; i < 20; ++i) ASSERT_EQ(problem.run("auto", 1), first) << "run " << i;
 }
 

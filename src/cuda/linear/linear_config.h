@@ -60,6 +60,11 @@ struct LinearConfig {
 // Largest batch the tensor-core family serves (its batch-invariance contract holds for n up to
 // family_max_n); larger batches go to cuBLASLt. Crossovers measured on the H200: docs/perf.md.
 constexpr int64_t kFamilyMaxN = 256;
+// Weights of this many elements (32 MiB of bf16) and more are bandwidth-bound at every n, and
+// cuBLASLt streams them faster than the ring's 16-row tiles (H200, n = 1, same run: 4096 x 4096
+// 12.1 against 9.8 us, 8192 x 28672 140 against 114, 16384 x 53248 609 against 406), while
+// 2048 x 7168 (2^23.8) is even (9.95 against 9.88) and 3072 x 3072 faster (6.4 against 7.6).
+constexpr int64_t kFamilyMaxWeight = int64_t{1} << 24;
 constexpr int kReferenceThreads = 128;
 
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
@@ -67,8 +72,10 @@ constexpr int kReferenceThreads = 128;
 // (128 x 128 x 2880: 3.86 us against cuBLASLt's 6.7; 256 x 128 x 2880: 6.03 against 6.25); up to
 // 64 for m <= 128, k <= 7168 (64 x 128 x 7168: 5.14 against 6.18) and 32 for m <= 256, k <= 7168
 // (32 x 256 x 7168: 5.12 against 6.23; at 64 x 256 x 7168 cuBLASLt wins, 6.3 against 8.5); up to
-// 16 below m = 1024 or up to a 1024 x 1024 weight (seed-mid); every n <= 8.
+// 16 below m = 1024 or up to a 1024 x 1024 weight (seed-mid); every n <= 8 below
+// kFamilyMaxWeight, none from it on.
 inline int64_t family_max_n(int64_t m, int64_t k) {
+  if (m * k >= kFamilyMaxWeight) return 0;  // m * k < 2^62: w exists
   if (m <= 128 && k <= 2880) return kFamilyMaxN;
   if (m <= 128 && k <= 7168) return 64;
   if (m <= 256 && k <= 7168) return 32;
@@ -277,6 +284,11 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!hopper) return cublaslt_config("portable path: the tensor-core family is built for sm_90");
     if (s.in == DType::f32) return simt_config(s, d, "f32 operands: the fp32 CUDA-core kernel");
     const int64_t max_n = family_max_n(s.m, s.k);
+    if (max_n == 0) {
+      return cublaslt_config("weight of m x k = " + std::to_string(s.m * s.k) +
+                             " >= 2^24 elements: bandwidth-bound at every n, cuBLASLt (outside "
+                             "the batch-invariance contract)");
+    }
     if (s.n > max_n) {
       return cublaslt_config("n = " + std::to_string(s.n) + " > " + std::to_string(max_n) +
                              " (the family's largest n for this m, k): cuBLASLt (outside the "
