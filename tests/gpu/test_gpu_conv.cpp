@@ -137,58 +137,21 @@ std::vector<ConvCase> matrix() {
     c.params.padding_hi = {1};
     v.push_back(c);
   }
+  // Depthwise: (name, x, kernel, stride, padding lo / hi, channel multiplier, bias).
+  v.push_back(depthwise_case("depthwise 3x3 c32", {2, 9, 12, 32}, 3, 1, 1, 1, 1, true, dw));
+  v.push_back(
+      depthwise_case("depthwise multiplier 3 stride 2", {1, 9, 11, 8}, 3, 2, 1, 0, 3, false, dw));
+  v.push_back(
+      depthwise_case("depthwise 7x7 c96 (ConvNeXt)", {2, 14, 14, 96}, 7, 1, 3, 3, 1, true, dw));
+  v.push_back(depthwise_case("depthwise 11x11 odd c (no register window)", {1, 15, 13, 7}, 11, 1, 5,
+                             4, 1, false, dw));
+  v.push_back(
+      depthwise_case("depthwise causal conv1d (Mamba)", {2, 40, 64}, 4, 1, 3, 0, 1, true, dw));
   {
-    ConvCase c =
-        make_case("depthwise 3x3 c32", {2, 9, 12, 32}, {32, 3, 3, 1}, dw, "cuda.conv.depthwise");
-    c.params.groups = 32;
-    c.params.padding_lo = {1};
-    c.params.padding_hi = {1};
-    c.bias = true;
-    v.push_back(c);
-  }
-  {
-    ConvCase c = make_case("depthwise multiplier 3 stride 2", {1, 9, 11, 8}, {24, 3, 3, 1}, dw,
-                           "cuda.conv.depthwise");
-    c.params.groups = 8;
-    c.params.stride = {2};
-    c.params.padding_lo = {1};
-    c.params.padding_hi = {0};
-    v.push_back(c);
-  }
-  {
-    ConvCase c = make_case("depthwise 7x7 c96 (ConvNeXt)", {2, 14, 14, 96}, {96, 7, 7, 1}, dw,
-                           "cuda.conv.depthwise");
-    c.params.groups = 96;
-    c.params.padding_lo = {3};
-    c.params.padding_hi = {3};
-    c.bias = true;
-    v.push_back(c);
-  }
-  {
-    ConvCase c = make_case("depthwise 11x11 odd c (no register window)", {1, 15, 13, 7},
-                           {7, 11, 11, 1}, dw, "cuda.conv.depthwise");
-    c.params.groups = 7;
-    c.params.padding_lo = {5};
-    c.params.padding_hi = {4};
-    v.push_back(c);
-  }
-  {
-    ConvCase c = make_case("depthwise causal conv1d (Mamba)", {2, 40, 64}, {64, 4, 1}, dw,
-                           "cuda.conv.depthwise");
-    c.params.groups = 64;
-    c.params.padding_lo = {3};
-    c.params.padding_hi = {0};
-    c.bias = true;
-    v.push_back(c);
-  }
-  {
-    ConvCase c = make_case("depthwise kernel dilation 2, input dilation 2, flip", {1, 7, 9, 12},
-                           {24, 3, 3, 1}, dw, "cuda.conv.depthwise");
-    c.params.groups = 12;
+    ConvCase c = depthwise_case("depthwise kernel dilation 2, input dilation 2, flip",
+                                {1, 7, 9, 12}, 3, 1, 2, 1, 2, false, dw);
     c.params.kernel_dilation = {2};
     c.params.input_dilation = {2};
-    c.params.padding_lo = {2};
-    c.params.padding_hi = {1};
     c.params.flip = true;
     v.push_back(c);
   }
