@@ -104,8 +104,8 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(4096, 4096), 0);
   EXPECT_EQ(family_max_n(16384, 53248), 0);
   EXPECT_EQ(family_max_n(1, int64_t{1} << 24), 0);
-  for (const LinearShape& big : {bf16_shape(1, 4096, 4096), bf16_shape(8, 8192, 28672),
-                                 bf16_shape(1, 16384, 53248)}) {
+  for (const LinearShape& big :
+       {bf16_shape(1, 4096, 4096), bf16_shape(8, 8192, 28672), bf16_shape(1, 16384, 53248)}) {
     const LinearConfig lt = select_linear_config(big, kH200, "", true);
     EXPECT_EQ(lt.path, LinearPath::cublaslt) << lt.to_string();
     EXPECT_NE(lt.reason.find("bandwidth-bound at every n"), std::string::npos) << lt.reason;
@@ -179,7 +179,8 @@ TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
     const int64_t k = (kFamilyMaxWeight - 1) / m / 8 * 8;
     for (int64_t n : {int64_t{1}, family_max_n(m, k)}) {
       const LinearConfig ring = select_linear_config(bf16_shape(n, m, k), kH200, "", true);
-      EXPECT_EQ(ring.path, LinearPath::tma_ring) << n << "x" << m << "x" << k << ": " << ring.reason;
+      EXPECT_EQ(ring.path, LinearPath::tma_ring)
+          << n << "x" << m << "x" << k << ": " << ring.reason;
     }
   }
 }
