@@ -42,14 +42,9 @@ ConvRequest request(const std::string& algo = "auto", const std::string& small_o
   return resolve_request(algo, "", -1, "", "", small_o);
 }
 
+// VAE conv_out's form: 3x3, padding 1, a bias.
 Spec conv_out(int64_t n, int64_t h, int64_t w, int64_t c = 128, int64_t o = 3) {
-  Spec s;
-  s.x_shape = {n, h, w, c};
-  s.w_shape = {o, 3, 3, c};
-  s.params.padding_lo = {1};
-  s.params.padding_hi = {1};
-  s.bias = true;
-  return s;
+  return gemmkit_test::padded_spec({n, h, w, c}, {o, 3, 3, c}, 1, true);
 }
 
 SmallOTapsTiling taps_plan(const Spec& s, const DeviceDescription& dev = kH200) {

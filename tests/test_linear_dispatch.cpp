@@ -274,23 +274,21 @@ TEST(LinearDispatch, ForcedClusterSplitsExactlyOrSaysWhy) {
     EXPECT_EQ(c.grid_x, 128 * cluster) << c.to_string();
     expect_within_limits(c, s, kH200);
   }
-  const auto message = [&](const LinearShape& shape, const std::string& forced,
-                           const LinearDevice& device) {
-    return forced_error(shape, forced, device);
-  };
   // 6 groups over 4 or 5 ranks would leave a rank empty (2 + 2 + 2 + 0).
-  EXPECT_NE(message(s, "ring8.c4", kH200).find("does not split the 6 k groups"), std::string::npos);
-  EXPECT_NE(message(s, "ring8.c7", kH200).find("does not split"), std::string::npos);
-  EXPECT_NE(message(bf16_shape(1, 128, 14336), "ring8.c17", kH200).find("cluster 17 > 16"),
+  EXPECT_NE(forced_error(s, "ring8.c4", kH200).find("does not split the 6 k groups"),
+            std::string::npos);
+  EXPECT_NE(forced_error(s, "ring8.c7", kH200).find("does not split"), std::string::npos);
+  EXPECT_NE(forced_error(bf16_shape(1, 128, 14336), "ring8.c17", kH200).find("cluster 17 > 16"),
             std::string::npos);
   LinearDevice capped = kH200;
   capped.max_cluster = 8;
-  EXPECT_NE(message(bf16_shape(1, 128, 14336), "ring8.c14", capped).find("cluster 14 > 8"),
+  EXPECT_NE(forced_error(bf16_shape(1, 128, 14336), "ring8.c14", capped).find("cluster 14 > 8"),
             std::string::npos);
   LinearDevice no_clusters = kH200;
   no_clusters.cluster_launch = false;
-  EXPECT_NE(message(s, "ring8.c2", no_clusters).find("launches no clusters"), std::string::npos);
-  EXPECT_EQ(message(s, "ring8.c1", no_clusters), "no error");
+  EXPECT_NE(forced_error(s, "ring8.c2", no_clusters).find("launches no clusters"),
+            std::string::npos);
+  EXPECT_EQ(forced_error(s, "ring8.c1", no_clusters), "no error");
 }
 
 TEST(LinearDispatch, PrintedRingNamesSelectTheSameConfig) {
