@@ -56,6 +56,75 @@ SmallOTapsTiling taps_plan(const Spec& s, const DeviceDescription& dev = kH200) 
 
 // ---- Eligibility and tiling -----------------------------------------------------------------
 
+// The TMA form's plan (plan_small_o_taps_tma) on VAE conv_out and at its limits.
+TEST(ConvSmallOTaps, TmaFormPlan) {
+  struct Row {
+    int64_t hw, tile_h, tile_w, tiles, grid;
+  };
+  for (const Row& row :
+       {Row{256, 16, 16, 256, 128}, Row{1024, 16, 32, 2048, 128}, Row{2048, 16, 32, 8192, 131}}) {
+    SCOPED_TRACE(row.hw);
+    const ConvGeometry g = normalize(gemmkit_test::make_problem(conv_out(1, row.hw, row.hw)));
+    SmallOTapsTiling t;
+    ASSERT_EQ(plan_small_o_taps_tma(g, kH200.multiprocessors, kH200.shared_per_block_optin, t), "");
+    EXPECT_TRUE(t.active);
+    EXPECT_EQ(t.tile_h, row.tile_h);
+    EXPECT_EQ(t.tile_w, row.tile_w);
+    EXPECT_EQ(t.tiles, row.tiles);
+    EXPECT_EQ(t.grid, row.grid);  // at most one block per SM, each tiles_per_block or one fewer
+    EXPECT_GE(t.tiles_per_block * t.grid, t.tiles);
+    EXPECT_LT((t.tiles_per_block - 1) * t.grid, t.tiles);
+    EXPECT_LE(t.m_tiles, kSmallOTapsWarps * kSmallOTapsTmaWarpMTiles);
+    EXPECT_EQ(t.tma_stages, 3);
+    EXPECT_EQ(t.stage_bytes % 128, 0);
+    EXPECT_GE(t.stage_bytes, t.m_tiles * 16 * kSmallOTapsChunk * 2);  // every m-tile row
+    EXPECT_EQ(t.smem_bytes(), t.weight_bytes + t.y_bytes + 128 + 3 * t.stage_bytes + 2 * 3 * 8);
+    EXPECT_LE(t.smem_bytes(), kH200.shared_per_block_optin);
+    EXPECT_LE(t.region_h, kSmallOTapsTmaMaxBox);
+    EXPECT_LE(t.region_w, kSmallOTapsTmaMaxBox);
+  }
+  // One output row: tiles whose region passes 256 pixels (a TMA box's extent) are skipped.
+  {
+    const ConvGeometry g = normalize(gemmkit_test::make_problem(conv_out(1, 1, 100000)));
+    SmallOTapsTiling t;
+    ASSERT_EQ(plan_small_o_taps_tma(g, kH200.multiprocessors, kH200.shared_per_block_optin, t), "");
+    EXPECT_LE(t.region_w, kSmallOTapsTmaMaxBox);
+    EXPECT_EQ(t.region_h, 3);
+  }
+  // More than 4 n-tiles of accumulators (taps * o > 32): the register form only.
+  {
+    SmallOTapsTiling t;  // o = 7: 63 columns
+    EXPECT_NE(
+        plan_small_o_taps_tma(normalize(gemmkit_test::make_problem(conv_out(1, 64, 64, 128, 7))),
+                              kH200.multiprocessors, kH200.shared_per_block_optin, t)
+            .find("taps * o > 32"),
+        std::string::npos);
+  }
+  // Auto takes it from kSmallOTapsTmaMinTilesPerBlock tiles per block on (1024^2: 16, 2048^2:
+  // 63), the register form below (256^2: 2); GEMMKIT_CONV_SMALL_O=tma forces it, =taps never
+  // takes it. Before sm_90 there is no TMA.
+  for (const int64_t hw : {256, 1024, 2048}) {
+    SCOPED_TRACE(hw);
+    const ConvProblem p = gemmkit_test::make_problem(conv_out(1, hw, hw));
+    const ConvConfig a = select_conv_config(p, kH200, request());
+    ASSERT_TRUE(a.small_o_taps.active) << to_string(a);
+    EXPECT_EQ(a.small_o_taps.tma_stages > 0, hw >= 1024) << to_string(a);
+    EXPECT_EQ(a.block, hw >= 1024 ? kSmallOTapsTmaThreads : kSmallOTapsThreads);
+    EXPECT_EQ(int64_t{a.grid.x}, a.small_o_taps.grid);
+    EXPECT_EQ(a.smem_bytes, a.small_o_taps.smem_bytes());
+    const std::string log = to_string(a);
+    EXPECT_NE(log.find(hw >= 1024 ? "small_o=taps_tma" : "tiles per block < 8"), std::string::npos)
+        << log;
+    EXPECT_GT(select_conv_config(p, kH200, request("auto", "tma")).small_o_taps.tma_stages, 0);
+    EXPECT_EQ(select_conv_config(p, kH200, request("auto", "taps")).small_o_taps.tma_stages, 0);
+    DeviceDescription ampere = kH200;
+    ampere.sm_major = 8;
+    const ConvConfig old = select_conv_config(p, ampere, request());
+    EXPECT_TRUE(old.small_o_taps.active);
+    EXPECT_EQ(old.small_o_taps.tma_stages, 0) << to_string(old);
+  }
+}
+
 TEST(ConvSmallOTaps, VaeConvOutTiling) {
   struct Row {
     int64_t hw, tile_h, tile_w, tiles, tiles_per_block, grid;
@@ -65,14 +134,15 @@ TEST(ConvSmallOTaps, VaeConvOutTiling) {
                          Row{2048, 16, 32, 8192, 32, 256}}) {
     SCOPED_TRACE(row.hw);
     const ConvProblem p = gemmkit_test::make_problem(conv_out(1, row.hw, row.hw));
-    const ConvConfig c = select_conv_config(p, kH200, request());
+    const ConvConfig c = select_conv_config(p, kH200, request("auto", "taps"));  // register form
     ASSERT_EQ(c.path, ConvPath::small_o) << to_string(c);
     const SmallOTapsTiling& t = c.small_o_taps;
     ASSERT_TRUE(t.active) << to_string(c);
     EXPECT_FALSE(c.small_o.mma);
     EXPECT_EQ(t.n_cols, 27);
     EXPECT_EQ(t.n_tiles, 4);
-    EXPECT_EQ(t.y_stride, 33);  // every MMA column + 1
+    EXPECT_EQ(t.y_stride % 32, 4);  // Y's column stride: conflict-free stores and reads
+    EXPECT_GE(t.y_stride, t.m_tiles * 16);
     EXPECT_EQ(t.chunks, 4);
     EXPECT_EQ(t.channel_groups, 1);
     EXPECT_EQ(t.weight_bytes, 4 * 4 * 512);
@@ -81,7 +151,7 @@ TEST(ConvSmallOTaps, VaeConvOutTiling) {
     EXPECT_EQ(t.region_h, row.tile_h + 2);
     EXPECT_EQ(t.region_w, row.tile_w + 2);
     EXPECT_EQ(t.m_tiles, ceil_div(t.region(), 16));
-    EXPECT_EQ(t.y_bytes, t.m_tiles * 16 * 33 * 4);
+    EXPECT_EQ(t.y_bytes, 32 * t.y_stride * 4);  // 32 columns (27 used)
     EXPECT_EQ(t.pixel_bytes, t.m_tiles * 16 * 4);
     EXPECT_EQ(t.tiles, row.tiles);
     EXPECT_EQ(t.blocks_per_sm, 2);
@@ -98,12 +168,13 @@ TEST(ConvSmallOTaps, VaeConvOutTiling) {
         << log;
     EXPECT_NE(log.find("taps kernel"), std::string::npos) << log;
   }
-  // 16 x 32: 18 x 34 = 612 region pixels, 39 m-tiles (624 rows of Y and of the pixel table),
-  // 8,192 + 82,368 + 2,496 bytes of shared memory.
+  // 16 x 32: 18 x 34 = 612 region pixels, 39 m-tiles (624 rows of the pixel table; Y's columns
+  // 644 apart, 644 % 32 = 4), 8,192 + 82,432 + 2,496 bytes of shared memory.
   const SmallOTapsTiling t = taps_plan(conv_out(1, 1024, 1024));
   EXPECT_EQ(t.region(), 612);
   EXPECT_EQ(t.m_tiles, 39);
-  EXPECT_EQ(t.smem_bytes(), 93056);
+  EXPECT_EQ(t.y_stride, 644);
+  EXPECT_EQ(t.smem_bytes(), 93120);
   // direct takes it too; reference never does.
   EXPECT_TRUE(select_conv_config(gemmkit_test::make_problem(conv_out(1, 256, 256)), kH200,
                                  request("direct"))
@@ -266,11 +337,11 @@ TEST(ConvSmallOTaps, PastTwoToTheThirtyOnePositions) {
     ASSERT_TRUE(small_o_taps_pixel(g, t, last, 1, offset));
     EXPECT_EQ(offset, last.ow0 * 8);
     EXPECT_GT(offset, int64_t{1} << 31);
-    int ph = 0, pw = 0, oc = 0;
-    const int e = static_cast<int>((width - 1 - last.ow0) * 1);
-    ASSERT_TRUE(small_o_taps_output(g, t, last, e, ph, pw, oc));
-    EXPECT_EQ(small_o_taps_out_offset(g, last, ph, pw, oc), width - 1);
-    EXPECT_FALSE(small_o_taps_output(g, t, last, e + 1, ph, pw, oc));
+    // The last tile's positions stop at the output's edge.
+    const SmallOTapsShift sh = small_o_taps_shift(g, t, last);
+    EXPECT_EQ(sh.rows, 1);
+    EXPECT_EQ(sh.cols, width - last.ow0);
+    EXPECT_EQ(small_o_taps_out_offset(g, sh, 0, sh.cols - 1, 0), width - 1);
     // The block of the last tile takes it last; its warps' steps end there.
     const int64_t b = (t.tiles - 1) % t.grid;
     int64_t tile = b;
@@ -294,7 +365,8 @@ TEST(ConvSmallOTaps, PastTwoToTheThirtyOnePositions) {
     EXPECT_EQ(last.n, 2);
     EXPECT_EQ(last.oh0, 32768 - 16);
     EXPECT_EQ(last.ow0, 32768 - 32);
-    EXPECT_EQ(small_o_taps_out_offset(g, last, 15, 31, 2), 3 * int64_t{32768} * 32768 * 3 - 1);
+    EXPECT_EQ(small_o_taps_out_offset(g, small_o_taps_shift(g, t, last), 15, 31, 2),
+              3 * int64_t{32768} * 32768 * 3 - 1);
     int64_t offset = 0;
     ASSERT_TRUE(small_o_taps_pixel(g, t, last, 0, offset));
     EXPECT_EQ(offset, ((2 * int64_t{32768} + 32768 - 17) * 32768 + 32768 - 33) * 8);
@@ -303,7 +375,7 @@ TEST(ConvSmallOTaps, PastTwoToTheThirtyOnePositions) {
 
 TEST(ConvSmallOTaps, VariantSetting) {
   EXPECT_EQ(resolve_request("", "", -1, "").small_o, "auto");
-  for (const char* v : {"auto", "taps", "mma", "cuda"}) {
+  for (const char* v : {"auto", "tma", "taps", "mma", "cuda"}) {
     EXPECT_EQ(resolve_request("", "", -1, "", "", v).small_o, v);
   }
   try {
@@ -316,6 +388,23 @@ TEST(ConvSmallOTaps, VariantSetting) {
   }
   const ConvProblem p = gemmkit_test::make_problem(conv_out(1, 64, 64));
   EXPECT_TRUE(select_conv_config(p, kH200, request("auto", "taps")).small_o_taps.active);
+  EXPECT_EQ(select_conv_config(p, kH200, request("auto", "taps")).small_o_taps.tma_stages, 0);
+  // tma: the TMA-fed form where it serves (its own block, grid and shared memory)...
+  const ConvConfig tma = select_conv_config(p, kH200, request("direct", "tma"));
+  ASSERT_TRUE(tma.small_o_taps.active) << to_string(tma);
+  EXPECT_GT(tma.small_o_taps.tma_stages, 0);
+  EXPECT_EQ(tma.block, kSmallOTapsTmaThreads);
+  EXPECT_EQ(int64_t{tma.grid.x}, tma.small_o_taps.grid);
+  EXPECT_EQ(tma.smem_bytes, tma.small_o_taps.smem_bytes());
+  EXPECT_LE(tma.smem_bytes, kH200.shared_per_block_optin);
+  EXPECT_NE(to_string(tma).find("small_o=taps_tma stages="), std::string::npos) << to_string(tma);
+  EXPECT_NE(tma.reason.find("TMA-fed form"), std::string::npos) << tma.reason;
+  // ... else the register form, saying why.
+  const ConvConfig wide = select_conv_config(
+      gemmkit_test::make_problem(conv_out(1, 64, 64, 128, 7)), kH200, request("direct", "tma"));
+  EXPECT_TRUE(wide.small_o_taps.active) << to_string(wide);
+  EXPECT_EQ(wide.small_o_taps.tma_stages, 0);
+  EXPECT_NE(wide.reason.find("TMA form: taps * o > 32"), std::string::npos) << wide.reason;
   const ConvConfig mma = select_conv_config(p, kH200, request("direct", "mma"));
   EXPECT_FALSE(mma.small_o_taps.active);
   EXPECT_TRUE(mma.small_o.mma);
@@ -497,8 +586,9 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
   };
 
   const int region = static_cast<int>(t.region());
-  const int y_size = y_rows * static_cast<int>(t.y_stride);
-  ASSERT_GE(t.y_stride, n_tiles * 8);
+  const int y_size = n_tiles * 8 * static_cast<int>(t.y_stride);
+  ASSERT_GE(t.y_stride, y_rows);
+  ASSERT_EQ(t.y_stride % 32, 4);
   ASSERT_EQ(int64_t{y_size} * 4, t.y_bytes);
   std::vector<float> y(static_cast<std::size_t>(y_size));
   std::vector<char> y_written(static_cast<std::size_t>(y_size));
@@ -617,50 +707,63 @@ void emulate_taps_kernel(const ConvProblem& p, const ConvConfig& c, const HostTe
       if (tile + grid < t.tiles) fill_pixels(tile + grid);
       // The shift-add, both loops as the kernel runs them; the interior one must read what the
       // general one reads.
-      const int outputs = static_cast<int>(t.tile_h * t.tile_w * g.o);
       const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
       const int o = static_cast<int>(g.o);
-      const bool interior = small_o_taps_interior(g, t, s);
+      const SmallOTapsShift sh = small_o_taps_shift(g, t, s);
+      // Interior: every region pixel is real.
+      EXPECT_EQ(sh.interior, s.plane_ok && s.ih0 >= 0 && s.ih0 + t.region_h <= g.in[1] &&
+                                 s.iw0 >= 0 && s.iw0 + t.region_w <= g.in[2]);
       int step1 = 0, step2 = 0;
       small_o_taps_y_steps(g, t, step1, step2);
       const auto read_y = [&](int i) {
         EXPECT_TRUE(i >= 0 && i < y_size && y_written[static_cast<std::size_t>(i)])
             << "Y entry " << i << " read before this tile wrote it";
         EXPECT_TRUE(i >= 0 && i < y_size &&
-                    row_real[static_cast<std::size_t>(i / static_cast<int>(t.y_stride))])
+                    row_real[static_cast<std::size_t>(i % static_cast<int>(t.y_stride))])
             << "Y entry " << i << " of a padding pixel read";
         return i >= 0 && i < y_size ? y[static_cast<std::size_t>(i)] : 0.0f;
       };
-      for (int e = 0; e < outputs; ++e) {
-        int ph = 0, pw = 0, oc = 0;
-        if (!small_o_taps_output(g, t, s, e, ph, pw, oc)) continue;
-        float sum = 0.0f;
-        if (interior) {
-          const int base = small_o_taps_y_base(g, t, ph, pw, oc);
-          for (int t1 = 0; t1 < k1; ++t1) {
-            for (int t2 = 0; t2 < k2; ++t2) {
-              int r = 0;
-              EXPECT_TRUE(small_o_taps_source(g, t, s, ph, pw, t1, t2, r));
-              const int i = base + t1 * step1 + t2 * step2;
-              EXPECT_EQ(i, small_o_taps_y(t, r, (t1 * k2 + t2) * o + oc));
-              sum += read_y(i);
+      // Positions as the kernel's threads take them (consecutive positions of a tile row), each
+      // position's channels in turn.
+      for (int px = 0; px < t.tile_h * t.tile_w; ++px) {
+        const int ph = px / static_cast<int>(t.tile_w);
+        const int pw = px - ph * static_cast<int>(t.tile_w);
+        const bool inside = s.oh0 + ph < g.out[1] && s.ow0 + pw < g.out[2];
+        ASSERT_EQ(ph < sh.rows && pw < sh.cols, inside) << "position " << px;
+        if (!inside) continue;
+        for (int oc = 0; oc < o; ++oc) {
+          float sum = 0.0f;
+          if (sh.interior) {
+            const int base =
+                small_o_taps_y_base(g, t, ph, pw, 0) + oc * static_cast<int>(t.y_stride);
+            for (int t1 = 0; t1 < k1; ++t1) {
+              for (int t2 = 0; t2 < k2; ++t2) {
+                int r = 0;
+                EXPECT_TRUE(small_o_taps_tap(g, t, sh, ph, pw, t1, t2, r));
+                const int i = base + t1 * step1 + t2 * step2;
+                EXPECT_EQ(i, small_o_taps_y(t, r, (t1 * k2 + t2) * o + oc));
+                sum += read_y(i);
+              }
             }
-          }
-        } else {
-          for (int t1 = 0; t1 < k1; ++t1) {
-            for (int t2 = 0; t2 < k2; ++t2) {
-              int r = 0;
-              if (small_o_taps_source(g, t, s, ph, pw, t1, t2, r)) {
-                sum += read_y(small_o_taps_y(t, r, (t1 * k2 + t2) * o + oc));
+          } else {
+            for (int t1 = 0; t1 < k1; ++t1) {
+              for (int t2 = 0; t2 < k2; ++t2) {
+                int r = 0;
+                const bool valid = small_o_taps_tap(g, t, sh, ph, pw, t1, t2, r);
+                // Valid exactly when the tap's input pixel is real.
+                const int64_t ih = s.ih0 + ph * g.stride[1] + t1 * g.kdil[1];
+                const int64_t iw = s.iw0 + pw * g.stride[2] + t2 * g.kdil[2];
+                EXPECT_EQ(valid, s.plane_ok && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2]);
+                if (valid) sum += read_y(small_o_taps_y(t, r, (t1 * k2 + t2) * o + oc));
               }
             }
           }
+          if (g.has_bias) sum += static_cast<float>(bias->at({oc}));
+          const int64_t i = out.offset + small_o_taps_out_offset(g, sh, ph, pw, oc);
+          ASSERT_TRUE(i >= 0 && i < out.storage_elems() && out_ok[static_cast<std::size_t>(i)]);
+          ++out_writes[static_cast<std::size_t>(i)];
+          std::memcpy(out.storage.data() + i * 4, &sum, 4);
         }
-        if (g.has_bias) sum += static_cast<float>(bias->at({oc}));
-        const int64_t i = out.offset + small_o_taps_out_offset(g, s, ph, pw, oc);
-        ASSERT_TRUE(i >= 0 && i < out.storage_elems() && out_ok[static_cast<std::size_t>(i)]);
-        ++out_writes[static_cast<std::size_t>(i)];
-        std::memcpy(out.storage.data() + i * 4, &sum, 4);
       }
     }
   }
@@ -706,7 +809,7 @@ void run_emulated(const EmulatedCase& k, const DeviceDescription& dev, uint64_t 
   HostTensor out = gemmkit_test::make_tensor(DType::f32, out_shape, k.out_layout);
   out.poison();
   const ConvProblem p = problem_for(s, x, w, s.bias ? &b : nullptr, out);
-  const ConvConfig c = select_conv_config(p, dev, request("direct"));
+  const ConvConfig c = select_conv_config(p, dev, request("direct", "taps"));  // register form
   ASSERT_TRUE(c.small_o_taps.active) << to_string(c);
   EXPECT_EQ(c.small_o_taps.n_tiles, k.n_tiles);
   EXPECT_EQ(int64_t{c.grid.x}, c.small_o_taps.grid);
@@ -820,6 +923,81 @@ TEST(ConvSmallOTaps, HostEmulationMatchesTheReference) {
     run_emulated(k, few_sms(1), seed += 10);
     run_emulated(k, few_sms(3), seed += 10);
   }
+}
+
+// EXPERIMENT: the TMA form's stages, filled as TMA fills a box (coordinates and strides of
+// small_o_taps_tma_map / small_o_taps_tma_coords, zeros outside x), hold at each consumer read
+// the bytes the register form loads into the same lane's registers: rows q and q + 8 of every
+// m-tile (real region pixels), channels 8k .. 8k + 7 of every chunk.
+TEST(ConvSmallOTaps, TmaStagesHoldTheRegisterFormsOperands) {
+  uint64_t seed = 900;
+  int served = 0;
+  for (const EmulatedCase& k : emulated_cases()) {
+    SCOPED_TRACE(k.name);
+    const Spec& s = k.spec;
+    HostTensor x = gemmkit_test::random_tensor(s.dtype, s.x_shape, seed += 10, k.x_layout);
+    HostTensor w = gemmkit_test::random_tensor(s.dtype, s.w_shape, seed + 1, k.w_layout);
+    HostTensor out = gemmkit_test::make_tensor(
+        DType::f32, conv_output_shape(s.x_shape, s.w_shape, s.params), k.out_layout);
+    const ConvGeometry g = normalize(problem_for(s, x, w, nullptr, out));
+    SmallOTapsTiling t;
+    if (!plan_small_o_taps_tma(g, kH200.multiprocessors, kH200.shared_per_block_optin, t).empty())
+      continue;
+    ++served;
+    const SmallOTapsTmaMap m = small_o_taps_tma_map(g, t);
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(m.byte_strides[d] % 16, 0) << "dim " << d + 1;
+      EXPECT_GT(m.byte_strides[d], 0) << "dim " << d + 1;
+    }
+    const std::vector<char> x_ok = view_mask(x);
+    // Element (coords) of x as TMA reads it: 0 outside the dims.
+    const auto tma_element = [&](const int64_t(&coords)[5]) {
+      int64_t bytes = 0;
+      for (int d = 0; d < 5; ++d) {
+        if (coords[d] < 0 || coords[d] >= m.dims[d]) return uint16_t{0};
+        bytes += coords[d] * (d == 0 ? 2 : m.byte_strides[d - 1]);
+      }
+      const int64_t i = x.offset + bytes / 2;
+      EXPECT_TRUE(i >= 0 && i < x.storage_elems() && x_ok[static_cast<std::size_t>(i)]);
+      uint16_t v = 0;
+      if (i >= 0 && i < x.storage_elems()) std::memcpy(&v, x.storage.data() + i * 2, 2);
+      return v;
+    };
+    const int region_w = static_cast<int>(t.region_w);
+    for (int64_t tile = 0; tile < t.tiles; ++tile) {
+      const SmallOTapsTile st = small_o_taps_tile(g, t, tile);
+      const int64_t base = small_o_taps_tile_base(g, st);
+      for (int chunk = 0; chunk < t.chunks; ++chunk) {
+        int32_t c[5];
+        small_o_taps_tma_coords(g, st, chunk, c);
+        for (int m_tile = 0; m_tile < t.m_tiles; ++m_tile) {
+          for (int lane = 0; lane < 32; ++lane) {
+            for (int h = 0; h < 2; ++h) {
+              const int r = m_tile * kSmallOTapsMRows + small_o_taps_a_row(lane, h);
+              if (r >= t.region()) continue;  // the m-tail: read, never used
+              // The kernel's read: uint4 (r * 4 + k) of the stage = box element (8k.., rw, rh).
+              const int rh = r / region_w, rw = r - rh * region_w, k8 = (lane & 3) * 8;
+              const int offset = small_o_taps_region_offset(g, t, st, r);
+              const int ch0 = small_o_taps_channel(chunk / kSmallOTapsGroupChunks,
+                                                   chunk % kSmallOTapsGroupChunks, lane);
+              ASSERT_EQ(ch0, chunk * kSmallOTapsChunk + k8);
+              for (int e = 0; e < 8; ++e) {
+                const int64_t coords[5] = {c[0] + k8 + e, c[1] + rw, c[2] + rh, c[3], c[4]};
+                uint16_t loaded = 0;  // the register form's load
+                if (offset >= 0 && ch0 < g.c) {
+                  std::memcpy(&loaded, x.storage.data() + (x.offset + base + offset + ch0 + e) * 2,
+                              2);
+                }
+                ASSERT_EQ(tma_element(coords), loaded) << "tile " << tile << " chunk " << chunk
+                                                       << " pixel " << r << " channel " << ch0 + e;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(served, 4);
 }
 
 // A mutation of the index math must fail the emulation: a sanity check of the test itself.

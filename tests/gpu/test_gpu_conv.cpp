@@ -634,6 +634,8 @@ TEST(GpuConv, SmallOTapsKernelBitsAndGrids) {
   add("o1 c40 batch 2", {2, 17, 33, 40}, {1, 3, 3, 40}, 1, 1, false);
   add("1d o3 c64 k5", {2, 300, 64}, {3, 5, 64}, 4, -1, true);
   add("o2 c16 5x5", {1, 31, 29, 16}, {2, 5, 5, 16}, 2, 2, true);
+  add("o6 c32 3x3 (a shift-add pass per channel)", {1, 20, 37, 32}, {6, 3, 3, 32}, 1, 1, true);
+  add("o6 c48 2x2 (shift-add in passes of 4 channels)", {2, 19, 26, 48}, {6, 2, 2, 48}, 1, 0, true);
   const DtypePair pairs[] = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32}};
   uint64_t seed = 12000;
   for (const DtypePair& d : pairs) {
@@ -679,6 +681,85 @@ TEST(GpuConv, SmallOTapsKernelBitsAndGrids) {
         k.small_o_taps.tiles_per_block = ceil_div(k.small_o_taps.tiles, k.small_o_taps.grid);
         k.grid.x = static_cast<uint32_t>(k.small_o_taps.grid);
         EXPECT_TRUE(gemmkit_test::same_bits(first, run(k))) << what << ": grid " << blocks;
+      }
+    }
+  }
+}
+#endif
+
+#ifdef GEMMKIT_WITH_CUDA
+// The TMA-fed form of the taps kernel (GEMMKIT_CONV_SMALL_O=tma) returns the register form's
+// bits, with padding, stride, kernel dilation, channels past a 32-channel chunk and
+// batches, and VAE conv_out at a size with interior and edge tiles.
+TEST(GpuConv, SmallOTapsTmaFormMatchesTheRegisterForm) {
+  GEMMKIT_REQUIRE_GPU();
+  using namespace cuda::conv_impl;
+  const DeviceDescription dev = describe_device(0);
+  std::vector<ConvCase> cases;
+  const auto add = [&](const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
+                       int64_t pad_lo, int64_t pad_hi, int64_t stride, int64_t dilation,
+                       bool bias) {
+    ConvCase k = make_case(name, std::move(x), std::move(w), {});
+    k.params.padding_lo = {pad_lo};
+    k.params.padding_hi = {pad_hi};
+    k.params.stride = {stride};
+    k.params.kernel_dilation = {dilation};
+    k.bias = bias;
+    cases.push_back(k);
+  };
+  add("conv_out c128 o3 bias", {1, 45, 70, 128}, {3, 3, 3, 128}, 1, 1, 1, 1, true);
+  add("conv_out 200x200", {1, 200, 200, 128}, {3, 3, 3, 128}, 1, 1, 1, 1, true);
+  add("o1 c40 batch 2", {2, 17, 33, 40}, {1, 3, 3, 40}, 1, 1, 1, 1, false);
+  add("c136 o3 (5 chunks, 2 groups)", {1, 23, 41, 136}, {3, 3, 3, 136}, 1, 1, 1, 1, true);
+  add("stride 2 o3 c64", {2, 40, 52, 64}, {3, 3, 3, 64}, 1, 0, 2, 1, true);
+  add("dilation 2 o2 c32", {1, 30, 37, 32}, {2, 3, 3, 32}, 2, 2, 1, 2, false);
+  add("1d o3 c64 k5", {2, 300, 64}, {3, 5, 64}, 4, -1, 1, 1, true);
+  add("o6 c48 2x2 (shift-add in passes of 4 channels)", {2, 19, 26, 48}, {6, 2, 2, 48}, 1, 0, 1, 1,
+      true);
+  const DtypePair pairs[] = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32}};
+  uint64_t seed = 14000;
+  for (const DtypePair& d : pairs) {
+    for (const ConvCase& c : cases) {
+      const std::string what = label(c, d, "taps, register and TMA forms");
+      SCOPED_TRACE(what);
+      PreparedConv prepared(c, d, seed += 10);
+      const detail::ConvProblem p = gemmkit_test::conv_problem(
+          prepared.dx.view, prepared.dw.view,
+          c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt, prepared.dout.view,
+          c.params);
+      const ConvConfig taps =
+          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "taps"));
+      const ConvConfig tma =
+          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "tma"));
+      ASSERT_TRUE(taps.small_o_taps.active) << to_string(taps);
+      ASSERT_EQ(taps.small_o_taps.tma_stages, 0) << to_string(taps);
+      ASSERT_GT(tma.small_o_taps.tma_stages, 0) << to_string(tma);
+      const ConvGeometry g = normalize(p);
+      ConvPointers ptr;
+      ptr.x = p.x.data;
+      ptr.w = p.weight.data;
+      ptr.bias = c.bias ? p.bias.data : nullptr;
+      ptr.out = p.out.data;
+      const auto run = [&](const ConvConfig& k) {
+        return prepared.run([&] {
+          launch_conv_small_o_taps(g, k.small_o_taps, d.x, d.out, ptr, k.grid, k.smem_bytes,
+                                   nullptr);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        });
+      };
+      const HostTensor registers = run(taps);
+      if (gemmkit_test::check_output(registers, any_order(prepared.ref), what) != 0) continue;
+      const HostTensor streamed = run(tma);
+      EXPECT_TRUE(gemmkit_test::same_bits(registers, streamed))
+          << what << ": the TMA form differs (" << to_string(tma) << ")";
+      EXPECT_TRUE(gemmkit_test::same_bits(streamed, run(tma))) << what << ": run to run";
+      // Fewer blocks than SMs: each block streams several tiles through its ring.
+      for (const int64_t blocks : {int64_t{1}, int64_t{3}}) {
+        ConvConfig k = tma;
+        k.small_o_taps.grid = std::min(blocks, k.small_o_taps.tiles);
+        k.small_o_taps.tiles_per_block = ceil_div(k.small_o_taps.tiles, k.small_o_taps.grid);
+        k.grid.x = static_cast<uint32_t>(k.small_o_taps.grid);
+        EXPECT_TRUE(gemmkit_test::same_bits(registers, run(k))) << what << ": grid " << blocks;
       }
     }
   }

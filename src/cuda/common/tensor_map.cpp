@@ -76,4 +76,31 @@ const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t c
   return slot.map;
 }
 
+CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,
+                             const int64_t* byte_strides, const int* box) {
+  CUtensorMap map{};
+  cuuint64_t global_dims[5] = {};
+  cuuint64_t strides[4] = {};
+  cuuint32_t boxes[5] = {};
+  cuuint32_t element_strides[5] = {};
+  for (int d = 0; d < rank; ++d) {
+    global_dims[d] = static_cast<cuuint64_t>(dims[d]);
+    boxes[d] = static_cast<cuuint32_t>(box[d]);
+    element_strides[d] = 1;
+    if (d > 0) strides[d - 1] = static_cast<cuuint64_t>(byte_strides[d - 1]);
+  }
+  const CUresult result =
+      encode_function()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
+                        const_cast<void*>(base), global_dims, strides, boxes, element_strides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    std::string shape;
+    for (int d = 0; d < rank; ++d) shape += (d ? " x " : "") + std::to_string(dims[d]);
+    throw Error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result) +
+                " for a 16-bit tensor of " + shape + " (innermost first)");
+  }
+  return map;
+}
+
 }  // namespace gemmkit::cuda

@@ -14,4 +14,11 @@ namespace gemmkit::cuda {
 const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t cols,
                                        int64_t row_stride, int box_rows, int box_cols);
 
+// A tensor of 16-bit elements with `rank` (<= 5) dims, innermost first (dims[0] contiguous),
+// byte strides of dims 1 .. rank - 1 (multiples of 16), loaded in boxes of `box` elements per
+// dim (each <= 256; box[0] * 2 a multiple of 16) without swizzle, out-of-bounds elements read as
+// zeros. Not cached: the caller encodes once per call.
+CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,
+                             const int64_t* byte_strides, const int* box);
+
 }  // namespace gemmkit::cuda

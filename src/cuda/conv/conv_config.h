@@ -136,8 +136,10 @@ struct ConvRequest {
   int64_t workspace_bytes = kDefaultWorkspaceBytes;
   // Whether auto may pick cuDNN (GEMMKIT_CONV_CUDNN=0 turns it off: own paths only).
   bool cudnn_in_auto = true;
-  // The first small-o kernel the small-o path may take (GEMMKIT_CONV_SMALL_O): "auto" / "taps"
-  // (taps, else mma, else cuda), "mma" (mma, else cuda) or "cuda" (the CUDA-core kernel only).
+  // The first small-o kernel the small-o path may take (GEMMKIT_CONV_SMALL_O): "auto" (the taps
+  // kernel's TMA form with >= kSmallOTapsTmaMinTilesPerBlock tiles per block, else its register
+  // form, else mma, else cuda), "tma" (the TMA form wherever it applies, then as auto), "taps"
+  // (the register form, else mma, else cuda), "mma" (mma, else cuda) or "cuda" (CUDA-core only).
   std::string small_o = "auto";
 };
 
@@ -203,10 +205,11 @@ inline std::string to_string(const ConvConfig& c) {
   if (c.path == ConvPath::small_o) {
     const SmallOTapsTiling& t = c.small_o_taps;
     if (t.active) {
-      s << " small_o=taps tile=" << t.tile_h << "x" << t.tile_w << " region=" << t.region_h << "x"
-        << t.region_w << " m_tiles=" << t.m_tiles << " n_tiles=" << t.n_tiles
-        << " y_stride=" << t.y_stride << " smem=" << c.smem_bytes
-        << " blocks_per_sm=" << t.blocks_per_sm << " tiles=" << t.tiles
+      s << (t.tma_stages > 0 ? " small_o=taps_tma stages=" + std::to_string(t.tma_stages)
+                             : std::string(" small_o=taps"))
+        << " tile=" << t.tile_h << "x" << t.tile_w << " region=" << t.region_h << "x" << t.region_w
+        << " m_tiles=" << t.m_tiles << " n_tiles=" << t.n_tiles << " y_stride=" << t.y_stride
+        << " smem=" << c.smem_bytes << " blocks_per_sm=" << t.blocks_per_sm << " tiles=" << t.tiles
         << " tiles_per_block=" << t.tiles_per_block;
     } else if (c.small_o.mma) {
       s << " small_o=mma tile=" << c.small_o.tile_h << "x" << c.small_o.tile_w
@@ -235,13 +238,13 @@ inline bool is_known_algo(const std::string& algo) {
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
 inline bool is_small_o_variant(const std::string& v) {
-  return v == "auto" || v == "taps" || v == "mma" || v == "cuda";
+  return v == "auto" || v == "tma" || v == "taps" || v == "mma" || v == "cuda";
 }
 
 // options.algo if set, else GEMMKIT_CONV_ALGO's value `env` if set, else "auto". Unknown names
 // are an Error naming where the value came from. `env_cudnn` is GEMMKIT_CONV_CUDNN: "" or "1"
 // lets auto use cuDNN, "0" keeps auto on the own paths; anything else is an Error.
-// `env_small_o` is GEMMKIT_CONV_SMALL_O ("" = auto; else auto | taps | mma | cuda).
+// `env_small_o` is GEMMKIT_CONV_SMALL_O ("" = auto; else auto | tma | taps | mma | cuda).
 inline ConvRequest resolve_request(const std::string& option_algo, const std::string& env_algo,
                                    int64_t option_workspace, const std::string& env_workspace_mb,
                                    const std::string& env_cudnn = "",
@@ -264,7 +267,7 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
   if (!env_small_o.empty()) {
     if (!is_small_o_variant(env_small_o)) {
       detail::fail(kOp, "GEMMKIT_CONV_SMALL_O",
-                   "'" + env_small_o + "': must be one of auto, taps, mma, cuda");
+                   "'" + env_small_o + "': must be one of auto, tma, taps, mma, cuda");
     }
     r.small_o = env_small_o;
   }
@@ -368,6 +371,17 @@ inline std::string why_not_small_o_taps(const detail::ConvProblem& p, const Devi
                            dev.shared_per_multiprocessor, t);
 }
 
+// Whether the TMA form of the taps kernel serves p: "" and its tiling (tma_stages > 0), else why
+// not (the register form's x rule, then plan_small_o_taps_tma).
+inline std::string why_not_small_o_taps_tma(const detail::ConvProblem& p,
+                                            const DeviceDescription& dev, SmallOTapsTiling& t) {
+  t = SmallOTapsTiling{};
+  const std::string no_octets = why_not_x_channel_octets(p);
+  if (!no_octets.empty()) return no_octets;
+  if (dev.sm_major < 9) return "no TMA before sm_90";
+  return plan_small_o_taps_tma(normalize(p), dev.multiprocessors, dev.shared_per_block_optin, t);
+}
+
 // Whether the small-o path serves p with a kernel that `variant` (ConvRequest::small_o) allows.
 inline std::string why_not_small_o(const detail::ConvProblem& p, const DeviceDescription& dev,
                                    const std::string& variant = "auto") {
@@ -377,7 +391,8 @@ inline std::string why_not_small_o(const detail::ConvProblem& p, const DeviceDes
   if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
   if (channel_stride(p.x) != 1 && p.in_channels > 1) return "x's channel stride is not 1";
   SmallOTapsTiling taps;
-  if ((variant == "auto" || variant == "taps") && why_not_small_o_taps(p, dev, taps).empty()) {
+  if ((variant == "auto" || variant == "tma" || variant == "taps") &&
+      why_not_small_o_taps(p, dev, taps).empty()) {
     return "";
   }
   SmallOTiling mma;
@@ -860,7 +875,29 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
   SmallOTiling& t = c.small_o;
   c.grid_cap = max_blocks(dev);
   std::string no_taps = "GEMMKIT_CONV_SMALL_O=" + variant;
-  if (variant == "auto" || variant == "taps") {
+  if (variant == "tma" || variant == "auto") {
+    std::string no_tma = why_not_small_o_taps_tma(p, dev, c.small_o_taps);
+    if (no_tma.empty() && variant == "auto" &&
+        c.small_o_taps.tiles_per_block < kSmallOTapsTmaMinTilesPerBlock) {
+      no_tma = std::to_string(c.small_o_taps.tiles_per_block) + " tiles per block < " +
+               std::to_string(kSmallOTapsTmaMinTilesPerBlock) +
+               ": too few for its ring to overlap; the register form's 2 blocks per SM win";
+    }
+    if (no_tma.empty()) {
+      const SmallOTapsTiling& k = c.small_o_taps;
+      c.reason +=
+          ": taps kernel, TMA-fed form (the region streamed chunk by chunk into a ring of "
+          "shared memory, then the taps kernel's GEMM and shift-add)";
+      c.block = kSmallOTapsTmaThreads;
+      c.tile = static_cast<int>(k.tile_h * k.tile_w);
+      c.grid_cap = k.grid;
+      c.grid.x = static_cast<uint32_t>(k.grid);
+      c.smem_bytes = k.smem_bytes();
+      return c;
+    }
+    c.reason += " (TMA form: " + no_tma + ")";
+  }
+  if (variant == "auto" || variant == "tma" || variant == "taps") {
     no_taps = why_not_small_o_taps(p, dev, c.small_o_taps);
     if (no_taps.empty()) {
       const SmallOTapsTiling& k = c.small_o_taps;

@@ -592,28 +592,47 @@ constexpr int64_t kSmallOTapsSmemReserve = 1024;
 // warps with 4 KiB of loads in flight each already cover the DRAM latency.)
 constexpr int kSmallOTapsMinBlocks = 2;
 
+// Y is column-major (entry (r, n) at n * y_stride + r, small_o_taps_y) with a column stride of
+// the first value >= y_rows that is 4 mod 32 banks: an accumulator store (lanes: rows q = 0..7,
+// columns 2k, k = 0..3) then hits banks 8k + q, all distinct, and the shift-add's lanes (one
+// output position each, consecutive region pixels) read consecutive banks.
+constexpr int64_t small_o_taps_y_stride(int64_t y_rows) {
+  return y_rows + (4 - y_rows % 32 + 32) % 32;
+}
+
 struct SmallOTapsTiling {
   bool active = false;
-  int n_tiles = 4;                     // MMA n-tiles of 8 columns: 4 or 8 (kernel template)
-  int64_t n_cols = 1;                  // taps * o: columns of Y
-  int64_t y_stride = 1;                // floats per Y row: n_tiles * 8 + 1 (odd: fewer conflicts)
-  int64_t chunks = 1;                  // ceil(c / 32)
-  int64_t channel_groups = 1;          // ceil(chunks / 4): warp steps per m-tile
-  int64_t tile_h = 1, tile_w = 1;      // output positions of a tile (dims 1 and 2)
+  int n_tiles = 4;                 // MMA n-tiles of 8 columns: 4 or 8 (kernel template)
+  int64_t n_cols = 1;              // taps * o: columns of Y
+  int64_t y_stride = 1;            // floats per Y column (small_o_taps_y_stride; Y is column-major)
+  int64_t chunks = 1;              // ceil(c / 32)
+  int64_t channel_groups = 1;      // ceil(chunks / 4): warp steps per m-tile
+  int64_t tile_h = 1, tile_w = 1;  // output positions of a tile (dims 1 and 2)
   int64_t region_h = 1, region_w = 1;  // input pixels the tile reads
   int64_t m_tiles = 1;                 // ceil(region / 16)
   int64_t row_tiles = 1, col_tiles = 1;
   int64_t tiles = 1;            // batch * out[0] * row_tiles * col_tiles
   int64_t weight_bytes = 0;     // chunks * n_tiles * kSmallOTapsChunkBytes: B fragments
-  int64_t y_bytes = 0;          // y_rows() * y_stride * 4: Y in fp32
+  int64_t y_bytes = 0;          // n_tiles * 8 * y_stride * 4: Y in fp32
   int64_t pixel_bytes = 0;      // y_rows() * 4: the tile's region pixel offsets (int32)
   int64_t blocks_per_sm = 1;    // resident blocks (registers, shared memory)
   int64_t tiles_per_block = 1;  // most tiles one block takes
   int64_t grid = 1;             // blocks: ceil(tiles / tiles_per_block)
+  // The TMA-fed form (conv_small_o_taps_tma.cuh; plan_small_o_taps_tma): 0 for the register
+  // form, else the stages of its ring of region chunks (region pixels x 32 channels, padded to
+  // whole m-tiles) of stage_bytes each.
+  int tma_stages = 0;
+  int64_t stage_bytes = 0;
   GEMMKIT_CONV_HD int64_t region() const { return region_h * region_w; }
   // Rows of Y and of the pixel table: every m-tile's 16 (the m-tail rows are written, never read).
   GEMMKIT_CONV_HD int64_t y_rows() const { return m_tiles * kSmallOTapsMRows; }
-  GEMMKIT_CONV_HD int64_t smem_bytes() const { return weight_bytes + y_bytes + pixel_bytes; }
+  GEMMKIT_CONV_HD int64_t smem_bytes() const {
+    if (tma_stages > 0) {
+      // + 128: the ring's alignment after B fragments and Y; then full and empty mbarriers.
+      return weight_bytes + y_bytes + 128 + tma_stages * stage_bytes + 2 * tma_stages * 8;
+    }
+    return weight_bytes + y_bytes + pixel_bytes;
+  }
 };
 
 // The tile of tiling `t` numbered `tile`: plane (n, d0), first output row / column, whether the
@@ -754,50 +773,57 @@ GEMMKIT_CONV_HD int small_o_taps_acc_col(int lane, int e) {
   return (lane & 3) * 2 + (e & 1);
 }
 
-// Y entry (region pixel r, column n), in floats from Y's start.
+// Y entry (region pixel r, column n), in floats from Y's start (column-major).
 GEMMKIT_CONV_HD int small_o_taps_y(const SmallOTapsTiling& t, int r, int n) {
-  return r * static_cast<int>(t.y_stride) + n;
+  return n * static_cast<int>(t.y_stride) + r;
 }
 
-// Output e of tile s (e < tile_h * tile_w * o, output channel fastest, then the tile's columns,
-// then its rows: consecutive threads store consecutive elements of an NHWC row): false past the
-// output's edge; else its tile coordinates (ph, pw) and channel oc.
-GEMMKIT_CONV_HD bool small_o_taps_output(const ConvGeometry& g, const SmallOTapsTiling& t,
-                                         const SmallOTapsTile& s, int e, int& ph, int& pw,
-                                         int& oc) {
-  const int o = static_cast<int>(g.o), tile_w = static_cast<int>(t.tile_w);
-  const int pos = e / o;
-  oc = e - pos * o;
-  ph = pos / tile_w;
-  pw = pos - ph * tile_w;
-  return s.oh0 + ph < g.out[1] && s.ow0 + pw < g.out[2];
+// What the shift-add of tile s needs, in the tile's own int coordinates: the output positions
+// inside the output (rows x cols of the tile, from its corner), the region rows [lo_h, hi_h) and
+// columns [lo_w, hi_w) that are real input pixels (all of them: `interior`; none on a padding
+// plane), and out's element offset of the tile's corner.
+struct SmallOTapsShift {
+  int rows = 0, cols = 0;
+  int lo_h = 0, hi_h = 0, lo_w = 0, hi_w = 0;
+  bool interior = false;
+  int64_t out_base = 0;
+};
+GEMMKIT_CONV_HD int64_t small_o_taps_clamp(int64_t v, int64_t hi) {
+  return v < 0 ? 0 : (v > hi ? hi : v);
+}
+GEMMKIT_CONV_HD SmallOTapsShift small_o_taps_shift(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                                   const SmallOTapsTile& s) {
+  SmallOTapsShift sh;
+  sh.rows = static_cast<int>(small_o_taps_clamp(g.out[1] - s.oh0, t.tile_h));
+  sh.cols = static_cast<int>(small_o_taps_clamp(g.out[2] - s.ow0, t.tile_w));
+  if (s.plane_ok) {
+    sh.lo_h = static_cast<int>(small_o_taps_clamp(-s.ih0, t.region_h));
+    sh.hi_h = static_cast<int>(small_o_taps_clamp(g.in[1] - s.ih0, t.region_h));
+    sh.lo_w = static_cast<int>(small_o_taps_clamp(-s.iw0, t.region_w));
+    sh.hi_w = static_cast<int>(small_o_taps_clamp(g.in[2] - s.iw0, t.region_w));
+  }
+  sh.interior =
+      s.plane_ok && sh.lo_h == 0 && sh.hi_h == t.region_h && sh.lo_w == 0 && sh.hi_w == t.region_w;
+  sh.out_base = s.n * g.out_stride[0] + s.d0 * g.out_stride[1] + s.oh0 * g.out_stride[2] +
+                s.ow0 * g.out_stride[3];
+  return sh;
 }
 
-// The region pixel that output (ph, pw) of tile s reads at window tap (t1, t2), false when the
+// The region pixel r that output (ph, pw) of a tile reads at window tap (t1, t2); false when the
 // tap falls on padding or cropped input (skipped, not added as zero).
-GEMMKIT_CONV_HD bool small_o_taps_source(const ConvGeometry& g, const SmallOTapsTiling& t,
-                                         const SmallOTapsTile& s, int ph, int pw, int t1, int t2,
-                                         int& r) {
+GEMMKIT_CONV_HD bool small_o_taps_tap(const ConvGeometry& g, const SmallOTapsTiling& t,
+                                      const SmallOTapsShift& sh, int ph, int pw, int t1, int t2,
+                                      int& r) {
   const int rh = ph * static_cast<int>(g.stride[1]) + t1 * static_cast<int>(g.kdil[1]);
   const int rw = pw * static_cast<int>(g.stride[2]) + t2 * static_cast<int>(g.kdil[2]);
-  const int64_t ih = s.ih0 + rh, iw = s.iw0 + rw;
-  if (!s.plane_ok || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) return false;
+  if (rh < sh.lo_h || rh >= sh.hi_h || rw < sh.lo_w || rw >= sh.hi_w) return false;
   r = rh * static_cast<int>(t.region_w) + rw;
   return true;
 }
 
-// Whether every region pixel of tile s is a real input pixel: then every tap of every output of
-// the tile is valid, and the shift-add reads Y at small_o_taps_y_base + t1 * step1 + t2 * step2
-// (small_o_taps_y_steps) without per-tap checks.
-GEMMKIT_CONV_HD bool small_o_taps_interior(const ConvGeometry& g, const SmallOTapsTiling& t,
-                                           const SmallOTapsTile& s) {
-  return s.plane_ok && s.ih0 >= 0 && s.ih0 + t.region_h <= g.in[1] && s.iw0 >= 0 &&
-         s.iw0 + t.region_w <= g.in[2];
-}
-
 // Y index of output (ph, pw, oc) at window tap (0, 0) of an interior tile; window tap (t1, t2)
 // adds t1 * step1 + t2 * step2: Y(r, tap * o + oc) is linear in (t1, t2), since r = (ph * s1 +
-// t1 * d1) * region_w + pw * s2 + t2 * d2 and tap = t1 * k2 + t2.
+// t1 * d1) * region_w + pw * s2 + t2 * d2 and tap = t1 * k2 + t2 (column stride y_stride).
 GEMMKIT_CONV_HD int small_o_taps_y_base(const ConvGeometry& g, const SmallOTapsTiling& t, int ph,
                                         int pw, int oc) {
   const int r = ph * static_cast<int>(g.stride[1]) * static_cast<int>(t.region_w) +
@@ -808,15 +834,14 @@ GEMMKIT_CONV_HD int small_o_taps_y_base(const ConvGeometry& g, const SmallOTapsT
 GEMMKIT_CONV_HD void small_o_taps_y_steps(const ConvGeometry& g, const SmallOTapsTiling& t,
                                           int& step1, int& step2) {
   const int o = static_cast<int>(g.o), y_stride = static_cast<int>(t.y_stride);
-  step1 = static_cast<int>(g.kdil[1] * t.region_w) * y_stride + static_cast<int>(g.kernel[2]) * o;
-  step2 = static_cast<int>(g.kdil[2]) * y_stride + o;
+  step1 = static_cast<int>(g.kdil[1] * t.region_w) + static_cast<int>(g.kernel[2]) * o * y_stride;
+  step2 = static_cast<int>(g.kdil[2]) + o * y_stride;
 }
 
-// Element offset of output (ph, pw, oc) of tile s in out.
-GEMMKIT_CONV_HD int64_t small_o_taps_out_offset(const ConvGeometry& g, const SmallOTapsTile& s,
+// Element offset of output (ph, pw, oc) of a tile in out.
+GEMMKIT_CONV_HD int64_t small_o_taps_out_offset(const ConvGeometry& g, const SmallOTapsShift& sh,
                                                 int ph, int pw, int oc) {
-  return s.n * g.out_stride[0] + s.d0 * g.out_stride[1] + (s.oh0 + ph) * g.out_stride[2] +
-         (s.ow0 + pw) * g.out_stride[3] + oc * g.out_stride[4];
+  return sh.out_base + ph * g.out_stride[2] + pw * g.out_stride[3] + oc * g.out_stride[4];
 }
 
 // A warp's step: tile, m-tile, channel group. tile >= t.tiles: no step.
@@ -870,7 +895,6 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
     return "taps * o = " + std::to_string(t.n_cols) + " > " + std::to_string(kSmallOTapsMaxCols);
   }
   t.n_tiles = t.n_cols <= 32 ? 4 : 8;
-  t.y_stride = t.n_tiles * 8 + 1;  // every MMA column (stores without checks), odd
   t.chunks = ceil_div(g.c, kSmallOTapsChunk);
   t.channel_groups = ceil_div(t.chunks, kSmallOTapsGroupChunks);
   t.weight_bytes = t.chunks * t.n_tiles * kSmallOTapsChunkBytes;
@@ -897,7 +921,8 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
       continue;
     }
     c.m_tiles = ceil_div(c.region(), kSmallOTapsMRows);
-    c.y_bytes = c.y_rows() * c.y_stride * 4;
+    c.y_stride = small_o_taps_y_stride(c.y_rows());
+    c.y_bytes = c.n_tiles * 8 * c.y_stride * 4;
     c.pixel_bytes = c.y_rows() * 4;
     if (c.smem_bytes() > limit) continue;
     c.row_tiles = ceil_div(g.out[1], c.tile_h);
@@ -922,6 +947,136 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
   t.tiles_per_block = ceil_div(t.tiles, resident);
   t.grid = ceil_div(t.tiles, t.tiles_per_block);
   return "";
+}
+
+// The TMA-fed taps kernel (conv_small_o_taps_tma.cuh): one block per SM of kSmallOTapsWarps
+// consumer warps and one producer warp whose lane 0 streams each tile's region, one 32-channel
+// chunk at a time, into a ring of `tma_stages` stages (one TMA box of region_w x region_h pixels
+// x 32 channels each; padding and channels >= c read as zeros), across tiles, so that the loads
+// stay in flight through the shift-add. A consumer warp takes the m-tiles warp, warp + 8, ... of
+// every chunk (at most kSmallOTapsTmaWarpMTiles, accumulators in registers), its MMAs in the
+// register form's order (per m-tile: chunks ascending, each k-step lo then hi), so both forms
+// return the same bits.
+constexpr int kSmallOTapsTmaThreads = kSmallOTapsThreads + 32;
+// Auto takes the TMA form from this many tiles per block (1 block per SM) on, else the register
+// form (2 blocks per SM). H200, VAE conv_out: 2 tiles (256^2) 16.1 us against 12.2; 16 (1024^2)
+// 130.7 against 142.7; 63 (2048^2) 417.8 against 547.4.
+constexpr int64_t kSmallOTapsTmaMinTilesPerBlock = 8;
+constexpr int kSmallOTapsTmaWarpMTiles = 5;
+constexpr int kSmallOTapsTmaMaxBox = 256;  // TMA box extent per dim
+
+// Plans the TMA form for `g` on a device with `multiprocessors` SMs and `smem_per_block` bytes of
+// opt-in shared memory, as plan_small_o_taps but with 1 block per SM: the largest tile of
+// plan_small_o_taps's list whose region has at most 8 * kSmallOTapsTmaWarpMTiles m-tiles and
+// extents <= 256 and whose B fragments, Y and a ring of 3 (else 2) stages fit, making at least
+// 1.5 tiles per SM when one does. x's extents, the batch and the box coordinates must fit TMA's
+// int32 coordinates, and its strides (bytes) be multiples of 16 (the caller's 16-byte rule).
+// Needs taps * o <= 32 (4 n-tiles).
+inline std::string plan_small_o_taps_tma(const ConvGeometry& g, int64_t multiprocessors,
+                                         int64_t smem_per_block, SmallOTapsTiling& t) {
+  SmallOTapsTiling base;
+  const std::string why = plan_small_o_taps(g, multiprocessors, smem_per_block,
+                                            2 * (smem_per_block + kSmallOTapsSmemReserve), base);
+  if (!why.empty()) return why;
+  if (base.n_tiles != 4) return "taps * o > 32 (the TMA form keeps 4 n-tiles of accumulators)";
+  for (int d = 0; d < kDims; ++d) {
+    if (g.in[d] >= kMaxInt32) return "an input extent >= 2^31 (TMA coordinates)";
+  }
+  if (g.batch >= kMaxInt32 || g.c >= kMaxInt32) return "batch or channels >= 2^31";
+  for (int d = 0; d < 4; ++d) {
+    if (g.x_stride[d] * 2 >= (int64_t{1} << 40)) return "an x stride of 2^40 bytes or more (TMA)";
+  }
+  constexpr int64_t kCandidates[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8},
+                                        {4, 8},   {2, 8},   {1, 8}};
+  bool found = false;
+  SmallOTapsTiling best = base;
+  for (const auto& cand : kCandidates) {
+    SmallOTapsTiling c = base;
+    const int64_t h = cand[0], w = cand[1];
+    c.tile_h = std::min(h, g.out[1]);
+    c.tile_w = std::min(w, g.out[2]);
+    if (c.tile_h < h) {
+      c.tile_w = std::min(g.out[2], h * w / c.tile_h);
+    } else if (c.tile_w < w) {
+      c.tile_h = std::min(g.out[1], h * w / c.tile_w);
+    }
+    c.region_h = (c.tile_h - 1) * g.stride[1] + (g.kernel[1] - 1) * g.kdil[1] + 1;
+    c.region_w = (c.tile_w - 1) * g.stride[2] + (g.kernel[2] - 1) * g.kdil[2] + 1;
+    if (c.region_h > kSmallOTapsTmaMaxBox || c.region_w > kSmallOTapsTmaMaxBox) continue;
+    c.m_tiles = ceil_div(c.region(), kSmallOTapsMRows);
+    if (c.m_tiles > kSmallOTapsWarps * kSmallOTapsTmaWarpMTiles) continue;
+    c.y_stride = small_o_taps_y_stride(c.y_rows());
+    c.y_bytes = c.n_tiles * 8 * c.y_stride * 4;
+    c.pixel_bytes = 0;
+    // A stage: every m-tile row (the m-tail rows are read, never used), 128-byte aligned.
+    c.stage_bytes = ceil_div(c.y_rows() * kSmallOTapsChunk * 2, 128) * 128;
+    c.tma_stages = 0;
+    for (int stages : {3, 2}) {
+      SmallOTapsTiling s = c;
+      s.tma_stages = stages;
+      if (s.smem_bytes() <= smem_per_block) {
+        c.tma_stages = stages;
+        break;
+      }
+    }
+    if (c.tma_stages == 0) continue;
+    c.row_tiles = ceil_div(g.out[1], c.tile_h);
+    c.col_tiles = ceil_div(g.out[2], c.tile_w);
+    c.tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
+    if (found && c.m_tiles < kSmallOTapsWarps) break;
+    best = c;
+    found = true;
+    if (2 * c.tiles >= 3 * multiprocessors) break;
+  }
+  if (!found) return "no tile's B fragments, Y and a ring of 2 region chunks fit";
+  t = best;
+  t.active = true;
+  t.blocks_per_sm = 1;
+  const int64_t resident = std::min(kMaxGridX, std::max<int64_t>(1, multiprocessors));
+  t.tiles_per_block = ceil_div(t.tiles, resident);
+  t.grid = ceil_div(t.tiles, t.tiles_per_block);
+  return "";
+}
+
+// The TMA form's view of x: a 5-D tensor of 16-bit elements (c, in[2], in[1], in[0], batch),
+// innermost first, with byte strides of dims 1..4 (a dim of extent 1 is never stepped and gets
+// the packed stride, which TMA accepts whatever x's), loaded in boxes of (32, region_w,
+// region_h, 1, 1).
+struct SmallOTapsTmaMap {
+  int64_t dims[5] = {};
+  int64_t byte_strides[4] = {};
+  int box[5] = {};
+};
+inline SmallOTapsTmaMap small_o_taps_tma_map(const ConvGeometry& g, const SmallOTapsTiling& t) {
+  SmallOTapsTmaMap m;
+  const int64_t dims[5] = {g.c, g.in[2], g.in[1], g.in[0], g.batch};
+  int64_t span = g.c * 2;
+  for (int d = 0; d < 5; ++d) m.dims[d] = dims[d];
+  for (int d = 1; d < 5; ++d) {
+    const int64_t stride = g.x_stride[4 - d] * 2;
+    m.byte_strides[d - 1] = dims[d] > 1 ? stride : ceil_div(span, 16) * 16;
+    span = m.byte_strides[d - 1] * dims[d];
+  }
+  m.box[0] = kSmallOTapsChunk;
+  m.box[1] = static_cast<int>(t.region_w);
+  m.box[2] = static_cast<int>(t.region_h);
+  m.box[3] = 1;
+  m.box[4] = 1;
+  return m;
+}
+
+// The box coordinates (innermost first) of tile s's region, channels chunk * 32 ..: region
+// pixel (0, 0) of plane (n, dim-0 input index); a plane on padding gets dim-0 coordinate -1, so
+// the whole box reads zeros.
+GEMMKIT_CONV_HD void small_o_taps_tma_coords(const ConvGeometry& g, const SmallOTapsTile& s,
+                                             int chunk, int32_t (&coords)[5]) {
+  int64_t i0 = -1;
+  if (s.plane_ok) tap_source(g, 0, s.d0, 0, i0);
+  coords[0] = chunk * kSmallOTapsChunk;
+  coords[1] = static_cast<int32_t>(s.iw0);
+  coords[2] = static_cast<int32_t>(s.ih0);
+  coords[3] = static_cast<int32_t>(i0);
+  coords[4] = static_cast<int32_t>(s.n);
 }
 
 // ---- Layout helpers (host) ------------------------------------------------------------------

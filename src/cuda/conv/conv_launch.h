@@ -44,7 +44,8 @@ void launch_conv_small_o(const ConvGeometry& g, const SmallOTiling& t, int vecto
                          int64_t smem_bytes, cudaStream_t stream);
 
 // conv_small_o_taps.cuh: grid.x blocks of kSmallOTapsThreads, smem_bytes of dynamic shared
-// memory (opted in once per device up to the device's limit).
+// memory (opted in once per device up to the device's limit); with t.tma_stages > 0 its TMA-fed
+// form, conv_small_o_taps_tma.cuh (kSmallOTapsTmaThreads per block).
 void launch_conv_small_o_taps(const ConvGeometry& g, const SmallOTapsTiling& t, DType x_dtype,
                               DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                               int64_t smem_bytes, cudaStream_t stream);

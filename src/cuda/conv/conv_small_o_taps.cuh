@@ -22,8 +22,8 @@
 // strides; 64-bit tile indices and offsets (a region's offsets from its base are int32: the plan
 // checks). blockDim = kSmallOTapsThreads, gridDim.x = t.grid (block b takes tiles b, b + grid,
 // ...), dynamic shared memory t.smem_bytes() = B fragments (chunks, n_tiles, 32 lanes) x 16 bytes
-//   + Y (m_tiles x 16 rows, y_stride = n_tiles x 8 + 1) fp32 + the pixel table (m_tiles x 16)
-//   int32.
+//   + Y (n_tiles x 8 columns of y_stride >= m_tiles x 16 rows, column-major) fp32 + the pixel
+//   table (m_tiles x 16) int32.
 //
 // How. Warp w takes the region's m-tiles w, w + 8, ... (16 consecutive region pixels each). For
 // rows q = lane / 4 and q + 8 of its m-tile and each of the 4 chunks of a 128-channel group,
@@ -60,6 +60,119 @@
 
 namespace gemmkit::cuda::conv_impl {
 
+// The shift-add of tile s, shared by both forms, by kThreads threads (tid < kThreads) once Y is
+// complete: a thread per output position (consecutive threads on consecutive positions of a
+// tile row, so a warp's Y reads fall in consecutive banks) and all its o channels at once (kO
+// independent sums per tap: instruction-level parallelism where one chain of adds would wait on
+// each other); per output the valid window taps row-major from +0, then the bias. Interior tiles
+// (all taps valid) step through Y without checks; the others skip taps on padding
+// (small_o_taps_tap). Channels oc0 .. oc0 + kO - 1; kExact: o == kO (oc0 = 0); else those
+// below o.
+template <int kO, bool kExact, int kThreads, typename T, typename TOut>
+__device__ __forceinline__ void small_o_taps_shift_add_o(const ConvGeometry& g,
+                                                         const SmallOTapsTiling& t,
+                                                         const SmallOTapsTile& s,
+                                                         const float* __restrict__ y_s,
+                                                         const T* __restrict__ bias,
+                                                         TOut* __restrict__ out, int tid, int oc0) {
+  const SmallOTapsShift sh = small_o_taps_shift(g, t, s);
+  const int o = kExact ? kO : static_cast<int>(g.o);
+  const int channels = kExact ? kO : o - oc0;  // of this call
+  const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
+  const int y_stride = static_cast<int>(t.y_stride);
+  int step1 = 0, step2 = 0;
+  small_o_taps_y_steps(g, t, step1, step2);
+  float bias_r[kO];
+#pragma unroll
+  for (int oc = 0; oc < kO; ++oc) {
+    bias_r[oc] = g.has_bias && oc < channels ? to_float(bias[(oc0 + oc) * g.bias_stride]) : 0.0f;
+  }
+  const int tile_w = static_cast<int>(t.tile_w);
+  const int pixels = static_cast<int>(t.tile_h) * tile_w;
+  // (ph, pw) of position px, advanced by kThreads positions per step without dividing.
+  const int step_rows = kThreads / tile_w, step_cols = kThreads - step_rows * tile_w;
+  int ph = tid / tile_w, pw = tid - ph * tile_w;
+  for (int px = tid; px < pixels; px += kThreads) {
+    if (ph < sh.rows && pw < sh.cols) {
+      float sum[kO];
+#pragma unroll
+      for (int oc = 0; oc < kO; ++oc) sum[oc] = 0.0f;
+      if (sh.interior) {
+        const float* y_row = y_s + small_o_taps_y_base(g, t, ph, pw, oc0);
+        for (int t1 = 0; t1 < k1; ++t1, y_row += step1) {
+#pragma unroll 3
+          for (int t2 = 0; t2 < k2; ++t2) {
+            const float* y_tap = y_row + t2 * step2;
+#pragma unroll
+            for (int oc = 0; oc < kO; ++oc) {
+              if (kExact || oc < channels) sum[oc] += y_tap[oc * y_stride];
+            }
+          }
+        }
+      } else {
+        for (int t1 = 0; t1 < k1; ++t1) {
+          for (int t2 = 0; t2 < k2; ++t2) {
+            int r = 0;
+            if (!small_o_taps_tap(g, t, sh, ph, pw, t1, t2, r)) continue;
+            const float* y_tap = y_s + small_o_taps_y(t, r, (t1 * k2 + t2) * o + oc0);
+#pragma unroll
+            for (int oc = 0; oc < kO; ++oc) {
+              if (kExact || oc < channels) sum[oc] += y_tap[oc * y_stride];
+            }
+          }
+        }
+      }
+      TOut* out_px = out + small_o_taps_out_offset(g, sh, ph, pw, oc0);
+#pragma unroll
+      for (int oc = 0; oc < kO; ++oc) {
+        if (kExact || oc < channels) {
+          if (g.has_bias) sum[oc] += bias_r[oc];
+          out_px[oc * g.out_stride[4]] = from_float<TOut>(sum[oc]);
+        }
+      }
+    }
+    ph += step_rows;
+    pw += step_cols;
+    if (pw >= tile_w) {
+      pw -= tile_w;
+      ++ph;
+    }
+  }
+}
+
+// small_o_taps_shift_add_o with o as a constant for o <= 4 (a VAE's RGB conv_out: 3), else in
+// two passes of up to 4 channels. kLean: a pass per channel (the register form with 8 n-tiles
+// keeps the next tile's loads live through the shift-add, and has no registers to spare).
+template <int kThreads, bool kLean, typename T, typename TOut>
+__device__ __forceinline__ void small_o_taps_shift_add(
+    const ConvGeometry& g, const SmallOTapsTiling& t, const SmallOTapsTile& s,
+    const float* __restrict__ y_s, const T* __restrict__ bias, TOut* __restrict__ out, int tid) {
+  if (kLean) {
+    for (int oc = 0; oc < g.o; ++oc) {
+      small_o_taps_shift_add_o<1, false, kThreads>(g, t, s, y_s, bias, out, tid, oc);
+    }
+    return;
+  }
+  switch (g.o) {
+    case 1:
+      small_o_taps_shift_add_o<1, true, kThreads>(g, t, s, y_s, bias, out, tid, 0);
+      break;
+    case 2:
+      small_o_taps_shift_add_o<2, true, kThreads>(g, t, s, y_s, bias, out, tid, 0);
+      break;
+    case 3:
+      small_o_taps_shift_add_o<3, true, kThreads>(g, t, s, y_s, bias, out, tid, 0);
+      break;
+    case 4:
+      small_o_taps_shift_add_o<4, true, kThreads>(g, t, s, y_s, bias, out, tid, 0);
+      break;
+    default:
+      static_assert(kSmallOMaxO <= 8, "two passes of 4 channels");
+      small_o_taps_shift_add_o<4, false, kThreads>(g, t, s, y_s, bias, out, tid, 0);
+      small_o_taps_shift_add_o<4, false, kThreads>(g, t, s, y_s, bias, out, tid, 4);
+  }
+}
+
 template <typename T, typename TOut, int kNTiles>
 __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
     conv_small_o_taps_kernel(const ConvGeometry g, const SmallOTapsTiling t,
@@ -68,7 +181,7 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
   static_assert(kNTiles == 4 || kNTiles == 8, "4 or 8 n-tiles");
   extern __shared__ __align__(16) unsigned char small_o_taps_smem[];
   uint4* w_s = reinterpret_cast<uint4*>(small_o_taps_smem);  // (chunks, kNTiles, 32) B fragments
-  float* y_s = reinterpret_cast<float*>(small_o_taps_smem + t.weight_bytes);  // (y_rows, y_stride)
+  float* y_s = reinterpret_cast<float*>(small_o_taps_smem + t.weight_bytes);  // (n, y_stride)
   // (y_rows): the current tile's region pixel offsets from its base, -1 for zero rows.
   int* pixel_s = reinterpret_cast<int*>(small_o_taps_smem + t.weight_bytes + t.y_bytes);
   if (static_cast<int64_t>(blockIdx.x) >= t.tiles) return;  // uniform: never with plan's grid
@@ -137,11 +250,6 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
   __syncthreads();
 
   const int groups = static_cast<int>(t.channel_groups);
-  const int outputs = static_cast<int>(t.tile_h * t.tile_w * g.o);
-  const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
-  const int o = static_cast<int>(g.o);
-  int step1 = 0, step2 = 0;
-  small_o_taps_y_steps(g, t, step1, step2);
   for (int64_t tile = blockIdx.x; tile < t.tiles; tile += grid) {
     for (int m_tile = warp; m_tile < m_tiles; m_tile += kSmallOTapsWarps) {
       float acc[kNTiles][4];
@@ -214,32 +322,7 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
     __syncthreads();  // Y complete; the pixel table is read no more for this tile
     if (more) fill_pixels(s_next);
 
-    // Shift-add: consecutive threads take consecutive (position, channel) outputs of a tile row.
-    // Interior tiles (most of them) skip the per-tap padding checks; both loops sum the same
-    // entries in the same order.
-    const bool interior = small_o_taps_interior(g, t, s);
-    for (int e = tid; e < outputs; e += kSmallOTapsThreads) {
-      int ph = 0, pw = 0, oc = 0;
-      if (!small_o_taps_output(g, t, s, e, ph, pw, oc)) continue;
-      float sum = 0.0f;
-      if (interior) {
-        const float* y_row = y_s + small_o_taps_y_base(g, t, ph, pw, oc);
-        for (int t1 = 0; t1 < k1; ++t1, y_row += step1) {
-          for (int t2 = 0; t2 < k2; ++t2) sum += y_row[t2 * step2];
-        }
-      } else {
-        for (int t1 = 0; t1 < k1; ++t1) {
-          for (int t2 = 0; t2 < k2; ++t2) {
-            int r = 0;
-            if (small_o_taps_source(g, t, s, ph, pw, t1, t2, r)) {
-              sum += y_s[small_o_taps_y(t, r, (t1 * k2 + t2) * o + oc)];
-            }
-          }
-        }
-      }
-      if (g.has_bias) sum += to_float(bias[oc * g.bias_stride]);
-      out[small_o_taps_out_offset(g, s, ph, pw, oc)] = from_float<TOut>(sum);
-    }
+    small_o_taps_shift_add<kSmallOTapsThreads, kNTiles == 8>(g, t, s, y_s, bias, out, tid);
     s = s_next;
     __syncthreads();  // Y is rewritten for the next tile, whose pixel table is complete
   }
