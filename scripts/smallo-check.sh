@@ -6,7 +6,8 @@
 #      CUDA-core kernel);
 #   2. FLUX.2 VAE conv_out (1 x S x S x 128 -> 3 channels, 3x3, pad 1, bf16, S = 256, 1024,
 #      2048) through the CLI (--check against the reference, CUDA-graph timing, cuDNN as the
-#      peer) with the taps kernel (default) and the region kernel (GEMMKIT_CONV_SMALL_O=mma).
+#      peer) under auto (the taps kernel's TMA form at 1024 and 2048, its register form at 256)
+#      and with each form forced (GEMMKIT_CONV_SMALL_O=taps, =tma) and the region kernel (=mma).
 # Targets (H200, graph replays): 2x faster than cuDNN, i.e. <= 14 / 157 / 595 us.
 # Usage: bash scripts/smallo-check.sh [build dir (default build-device)]; logs under $OUT (./out).
 set -uo pipefail
@@ -33,11 +34,11 @@ run_tests small-o-mma 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_SM
 run_tests small-o-cuda 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_SMALL_O=cuda
 
 for size in 256 1024 2048; do
-  for variant in taps mma; do
+  for variant in auto taps tma mma; do
     log=$OUT/smallo-conv-out-$size-$variant.log
     GEMMKIT_CONV_SMALL_O=$variant timeout "${GEMMKIT_BENCH_TIMEOUT:-300}" "$bin/gemmkit" conv \
       --n 1 --in "${size}x${size}" --c 128 --o 3 --kernel 3x3 --pad 1 --algo direct \
-      --device cuda:0 --check >"$log" 2>&1
+      --device cuda:0 --check $([ $variant = auto ] || echo --no-peers) >"$log" 2>&1
     status=$?
     [ $status -eq 0 ] || failed=1
     echo "== conv_out ${size}x${size} c128 -> 3, small-o $variant: status $status"
