@@ -613,6 +613,55 @@ TEST(GpuConvSanitize, DepthwiseBlockedWeightStaging) {
 }
 
 #ifdef GEMMKIT_WITH_CUDA
+// Direct launches (conv_launch.h) of the small-o kernels on one prepared case: its config under a
+// GEMMKIT_CONV_SMALL_O setting, a run of any small-o config (either taps form or the region
+// kernel) returning the output, and a taps config moved onto fewer blocks.
+struct SmallODirect {
+  PreparedConv& prepared;
+  DtypePair d;
+  detail::ConvProblem p;
+  cuda::conv_impl::ConvGeometry g;
+  cuda::conv_impl::ConvPointers ptr;
+
+  SmallODirect(PreparedConv& prepared_case, const ConvCase& c, const DtypePair& dtypes)
+      : prepared(prepared_case),
+        d(dtypes),
+        p(gemmkit_test::conv_problem(
+            prepared.dx.view, prepared.dw.view,
+            c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt, prepared.dout.view,
+            c.params)),
+        g(cuda::conv_impl::normalize(p)) {
+    ptr.x = p.x.data;
+    ptr.w = p.weight.data;
+    ptr.bias = c.bias ? p.bias.data : nullptr;
+    ptr.out = p.out.data;
+  }
+  cuda::conv_impl::ConvConfig config(const cuda::conv_impl::DeviceDescription& dev,
+                                     const std::string& small_o) const {
+    return cuda::conv_impl::select_conv_config(
+        p, dev, cuda::conv_impl::resolve_request("direct", "", -1, "", "", small_o));
+  }
+  HostTensor run(const cuda::conv_impl::ConvConfig& k) {
+    return prepared.run([&] {
+      if (k.small_o_taps.active) {
+        cuda::conv_impl::launch_conv_small_o_taps(g, k.small_o_taps, d.x, d.out, ptr, k.grid,
+                                                  k.smem_bytes, nullptr);
+      } else {
+        cuda::conv_impl::launch_conv_small_o(g, k.small_o, k.vector, d.x, d.out, ptr, k.grid,
+                                             k.block, k.smem_bytes, nullptr);
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    });
+  }
+  static cuda::conv_impl::ConvConfig on_blocks(cuda::conv_impl::ConvConfig k, int64_t blocks) {
+    k.small_o_taps.grid = std::min(blocks, k.small_o_taps.tiles);
+    k.small_o_taps.tiles_per_block =
+        cuda::conv_impl::ceil_div(k.small_o_taps.tiles, k.small_o_taps.grid);
+    k.grid.x = static_cast<uint32_t>(k.small_o_taps.grid);
+    return k;
+  }
+};
+
 // The taps kernel launched directly (conv_launch.h) next to the tensor-core region kernel on
 // problems both serve: the same products (same k-slot permutation) summed in the same order
 // (per tap, 32-channel chunks ascending, two k-steps each; then taps row-major, + bias), so the
@@ -643,44 +692,20 @@ TEST(GpuConv, SmallOTapsKernelBitsAndGrids) {
       const std::string what = label(c, d, "direct launches");
       SCOPED_TRACE(what);
       PreparedConv prepared(c, d, seed += 10);
-      const detail::ConvProblem p = gemmkit_test::conv_problem(
-          prepared.dx.view, prepared.dw.view,
-          c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt, prepared.dout.view,
-          c.params);
-      const ConvConfig taps =
-          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "taps"));
-      const ConvConfig mma =
-          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "mma"));
+      SmallODirect direct(prepared, c, d);
+      const ConvConfig taps = direct.config(dev, "taps");
+      const ConvConfig mma = direct.config(dev, "mma");
       ASSERT_TRUE(taps.small_o_taps.active) << to_string(taps);
+      ASSERT_EQ(taps.small_o_taps.tma_stages, 0) << to_string(taps);
       ASSERT_TRUE(mma.small_o.mma) << to_string(mma);
-      const ConvGeometry g = normalize(p);
-      ConvPointers ptr;
-      ptr.x = p.x.data;
-      ptr.w = p.weight.data;
-      ptr.bias = c.bias ? p.bias.data : nullptr;
-      ptr.out = p.out.data;
-      const auto run = [&](const ConvConfig& k) {
-        return prepared.run([&] {
-          if (k.small_o_taps.active) {
-            launch_conv_small_o_taps(g, k.small_o_taps, d.x, d.out, ptr, k.grid, k.smem_bytes,
-                                     nullptr);
-          } else {
-            launch_conv_small_o(g, k.small_o, k.vector, d.x, d.out, ptr, k.grid, k.block,
-                                k.smem_bytes, nullptr);
-          }
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        });
-      };
-      const HostTensor first = run(taps);
+      const HostTensor first = direct.run(taps);
       if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) continue;
-      EXPECT_TRUE(gemmkit_test::same_bits(first, run(mma)))
+      EXPECT_TRUE(gemmkit_test::same_bits(first, direct.run(mma)))
           << what << ": the taps and region kernels differ";
       for (const int64_t blocks : {int64_t{1}, int64_t{3}}) {
-        ConvConfig k = taps;
-        k.small_o_taps.grid = std::min(blocks, k.small_o_taps.tiles);
-        k.small_o_taps.tiles_per_block = ceil_div(k.small_o_taps.tiles, k.small_o_taps.grid);
-        k.grid.x = static_cast<uint32_t>(k.small_o_taps.grid);
-        EXPECT_TRUE(gemmkit_test::same_bits(first, run(k))) << what << ": grid " << blocks;
+        EXPECT_TRUE(
+            gemmkit_test::same_bits(first, direct.run(SmallODirect::on_blocks(taps, blocks))))
+            << what << ": grid " << blocks;
       }
     }
   }
@@ -723,43 +748,23 @@ TEST(GpuConv, SmallOTapsTmaFormMatchesTheRegisterForm) {
       const std::string what = label(c, d, "taps, register and TMA forms");
       SCOPED_TRACE(what);
       PreparedConv prepared(c, d, seed += 10);
-      const detail::ConvProblem p = gemmkit_test::conv_problem(
-          prepared.dx.view, prepared.dw.view,
-          c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt, prepared.dout.view,
-          c.params);
-      const ConvConfig taps =
-          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "taps"));
-      const ConvConfig tma =
-          select_conv_config(p, dev, resolve_request("direct", "", -1, "", "", "tma"));
+      SmallODirect direct(prepared, c, d);
+      const ConvConfig taps = direct.config(dev, "taps");
+      const ConvConfig tma = direct.config(dev, "tma");
       ASSERT_TRUE(taps.small_o_taps.active) << to_string(taps);
       ASSERT_EQ(taps.small_o_taps.tma_stages, 0) << to_string(taps);
       ASSERT_GT(tma.small_o_taps.tma_stages, 0) << to_string(tma);
-      const ConvGeometry g = normalize(p);
-      ConvPointers ptr;
-      ptr.x = p.x.data;
-      ptr.w = p.weight.data;
-      ptr.bias = c.bias ? p.bias.data : nullptr;
-      ptr.out = p.out.data;
-      const auto run = [&](const ConvConfig& k) {
-        return prepared.run([&] {
-          launch_conv_small_o_taps(g, k.small_o_taps, d.x, d.out, ptr, k.grid, k.smem_bytes,
-                                   nullptr);
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        });
-      };
-      const HostTensor registers = run(taps);
+      const HostTensor registers = direct.run(taps);
       if (gemmkit_test::check_output(registers, any_order(prepared.ref), what) != 0) continue;
-      const HostTensor streamed = run(tma);
+      const HostTensor streamed = direct.run(tma);
       EXPECT_TRUE(gemmkit_test::same_bits(registers, streamed))
           << what << ": the TMA form differs (" << to_string(tma) << ")";
-      EXPECT_TRUE(gemmkit_test::same_bits(streamed, run(tma))) << what << ": run to run";
+      EXPECT_TRUE(gemmkit_test::same_bits(streamed, direct.run(tma))) << what << ": run to run";
       // Fewer blocks than SMs: each block streams several tiles through its ring.
       for (const int64_t blocks : {int64_t{1}, int64_t{3}}) {
-        ConvConfig k = tma;
-        k.small_o_taps.grid = std::min(blocks, k.small_o_taps.tiles);
-        k.small_o_taps.tiles_per_block = ceil_div(k.small_o_taps.tiles, k.small_o_taps.grid);
-        k.grid.x = static_cast<uint32_t>(k.small_o_taps.grid);
-        EXPECT_TRUE(gemmkit_test::same_bits(registers, run(k))) << what << ": grid " << blocks;
+        EXPECT_TRUE(
+            gemmkit_test::same_bits(registers, direct.run(SmallODirect::on_blocks(tma, blocks))))
+            << what << ": grid " << blocks;
       }
     }
   }

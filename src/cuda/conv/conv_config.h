@@ -875,6 +875,17 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
   SmallOTiling& t = c.small_o;
   c.grid_cap = max_blocks(dev);
   std::string no_taps = "GEMMKIT_CONV_SMALL_O=" + variant;
+  // Either form of the taps kernel, planned in c.small_o_taps.
+  const auto take_taps = [&](int threads, const char* what) {
+    const SmallOTapsTiling& k = c.small_o_taps;
+    c.reason += what;
+    c.block = threads;
+    c.tile = static_cast<int>(k.tile_h * k.tile_w);
+    c.grid_cap = k.grid;
+    c.grid.x = static_cast<uint32_t>(k.grid);
+    c.smem_bytes = k.smem_bytes();
+    return c;
+  };
   if (variant == "tma" || variant == "auto") {
     std::string no_tma = why_not_small_o_taps_tma(p, dev, c.small_o_taps);
     if (no_tma.empty() && variant == "auto" &&
@@ -884,32 +895,18 @@ inline ConvConfig small_o_config(const detail::ConvProblem& p, const DeviceDescr
                ": too few for its ring to overlap; the register form's 2 blocks per SM win";
     }
     if (no_tma.empty()) {
-      const SmallOTapsTiling& k = c.small_o_taps;
-      c.reason +=
-          ": taps kernel, TMA-fed form (the region streamed chunk by chunk into a ring of "
-          "shared memory, then the taps kernel's GEMM and shift-add)";
-      c.block = kSmallOTapsTmaThreads;
-      c.tile = static_cast<int>(k.tile_h * k.tile_w);
-      c.grid_cap = k.grid;
-      c.grid.x = static_cast<uint32_t>(k.grid);
-      c.smem_bytes = k.smem_bytes();
-      return c;
+      return take_taps(kSmallOTapsTmaThreads,
+                       ": taps kernel, TMA-fed form (the region streamed chunk by chunk into a "
+                       "ring of shared memory, then the taps kernel's GEMM and shift-add)");
     }
     c.reason += " (TMA form: " + no_tma + ")";
   }
   if (variant == "auto" || variant == "tma" || variant == "taps") {
     no_taps = why_not_small_o_taps(p, dev, c.small_o_taps);
     if (no_taps.empty()) {
-      const SmallOTapsTiling& k = c.small_o_taps;
-      c.reason +=
-          ": taps kernel (one 1x1 GEMM of each input region by all taps' weights, then a "
-          "shift-add)";
-      c.block = kSmallOTapsThreads;
-      c.tile = static_cast<int>(k.tile_h * k.tile_w);
-      c.grid_cap = k.grid;
-      c.grid.x = static_cast<uint32_t>(k.grid);
-      c.smem_bytes = k.smem_bytes();
-      return c;
+      return take_taps(kSmallOTapsThreads,
+                       ": taps kernel (one 1x1 GEMM of each input region by all taps' weights, "
+                       "then a shift-add)");
     }
   }
   c.small_o_taps = SmallOTapsTiling{};

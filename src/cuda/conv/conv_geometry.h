@@ -871,6 +871,29 @@ GEMMKIT_CONV_HD SmallOTapsStep small_o_taps_next_step(const SmallOTapsTiling& t,
   return s;
 }
 
+// The taps kernel's tile sizes, largest first (both forms' plans take the first that fits their
+// limits and makes enough tiles): output positions along dims 1 and 2.
+constexpr int64_t kSmallOTapsTileCandidates[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8},
+                                                    {4, 8},   {2, 8},   {1, 8}};
+
+// Candidate tile h x w for g in c: each side clamped by the output, a clamped side giving its
+// area to the other (up to the output); the input region it reads and the tile counts.
+inline void small_o_taps_tile_candidate(const ConvGeometry& g, int64_t h, int64_t w,
+                                        SmallOTapsTiling& c) {
+  c.tile_h = std::min(h, g.out[1]);
+  c.tile_w = std::min(w, g.out[2]);
+  if (c.tile_h < h) {
+    c.tile_w = std::min(g.out[2], h * w / c.tile_h);
+  } else if (c.tile_w < w) {
+    c.tile_h = std::min(g.out[1], h * w / c.tile_w);
+  }
+  c.region_h = (c.tile_h - 1) * g.stride[1] + (g.kernel[1] - 1) * g.kdil[1] + 1;
+  c.region_w = (c.tile_w - 1) * g.stride[2] + (g.kernel[2] - 1) * g.kdil[2] + 1;
+  c.row_tiles = ceil_div(g.out[1], c.tile_h);
+  c.col_tiles = ceil_div(g.out[2], c.tile_w);
+  c.tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
+}
+
 // Plans the taps kernel for `g` (16-bit x read as 16-byte vectors of 8 channels: the caller
 // checks dtype, c % 8, alignment and strides) on a device with `multiprocessors` SMs,
 // `smem_per_block` bytes of opt-in shared memory per block and `smem_per_sm` per SM. Needs one
@@ -899,22 +922,11 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
   t.channel_groups = ceil_div(t.chunks, kSmallOTapsGroupChunks);
   t.weight_bytes = t.chunks * t.n_tiles * kSmallOTapsChunkBytes;
   const int64_t limit = std::min(smem_per_block, smem_per_sm / 2 - kSmallOTapsSmemReserve);
-  constexpr int64_t kCandidates[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8},
-                                        {4, 8},   {2, 8},   {1, 8}};
   bool found = false;
   SmallOTapsTiling best = t;
-  for (const auto& cand : kCandidates) {
-    const int64_t h = cand[0], w = cand[1];
+  for (const auto& cand : kSmallOTapsTileCandidates) {
     SmallOTapsTiling c = t;
-    c.tile_h = std::min(h, g.out[1]);
-    c.tile_w = std::min(w, g.out[2]);
-    if (c.tile_h < h) {
-      c.tile_w = std::min(g.out[2], h * w / c.tile_h);
-    } else if (c.tile_w < w) {
-      c.tile_h = std::min(g.out[1], h * w / c.tile_w);
-    }
-    c.region_h = (c.tile_h - 1) * g.stride[1] + (g.kernel[1] - 1) * g.kdil[1] + 1;
-    c.region_w = (c.tile_w - 1) * g.stride[2] + (g.kernel[2] - 1) * g.kdil[2] + 1;
+    small_o_taps_tile_candidate(g, cand[0], cand[1], c);
     if (c.region_h > limit || c.region_w > limit) continue;  // (their product could overflow)
     // Region offsets are int32 (small_o_taps_region_offset).
     if ((c.region_h - 1) * g.x_stride[2] + (c.region_w - 1) * g.x_stride[3] + g.c > kMaxInt32) {
@@ -925,9 +937,6 @@ inline std::string plan_small_o_taps(const ConvGeometry& g, int64_t multiprocess
     c.y_bytes = c.n_tiles * 8 * c.y_stride * 4;
     c.pixel_bytes = c.y_rows() * 4;
     if (c.smem_bytes() > limit) continue;
-    c.row_tiles = ceil_div(g.out[1], c.tile_h);
-    c.col_tiles = ceil_div(g.out[2], c.tile_w);
-    c.tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
     if (found && c.m_tiles < kSmallOTapsWarps) break;
     best = c;
     found = true;
@@ -986,22 +995,11 @@ inline std::string plan_small_o_taps_tma(const ConvGeometry& g, int64_t multipro
   for (int d = 0; d < 4; ++d) {
     if (g.x_stride[d] * 2 >= (int64_t{1} << 40)) return "an x stride of 2^40 bytes or more (TMA)";
   }
-  constexpr int64_t kCandidates[][2] = {{16, 32}, {16, 16}, {8, 16}, {8, 8},
-                                        {4, 8},   {2, 8},   {1, 8}};
   bool found = false;
   SmallOTapsTiling best = base;
-  for (const auto& cand : kCandidates) {
+  for (const auto& cand : kSmallOTapsTileCandidates) {
     SmallOTapsTiling c = base;
-    const int64_t h = cand[0], w = cand[1];
-    c.tile_h = std::min(h, g.out[1]);
-    c.tile_w = std::min(w, g.out[2]);
-    if (c.tile_h < h) {
-      c.tile_w = std::min(g.out[2], h * w / c.tile_h);
-    } else if (c.tile_w < w) {
-      c.tile_h = std::min(g.out[1], h * w / c.tile_w);
-    }
-    c.region_h = (c.tile_h - 1) * g.stride[1] + (g.kernel[1] - 1) * g.kdil[1] + 1;
-    c.region_w = (c.tile_w - 1) * g.stride[2] + (g.kernel[2] - 1) * g.kdil[2] + 1;
+    small_o_taps_tile_candidate(g, cand[0], cand[1], c);
     if (c.region_h > kSmallOTapsTmaMaxBox || c.region_w > kSmallOTapsTmaMaxBox) continue;
     c.m_tiles = ceil_div(c.region(), kSmallOTapsMRows);
     if (c.m_tiles > kSmallOTapsWarps * kSmallOTapsTmaWarpMTiles) continue;
@@ -1020,9 +1018,6 @@ inline std::string plan_small_o_taps_tma(const ConvGeometry& g, int64_t multipro
       }
     }
     if (c.tma_stages == 0) continue;
-    c.row_tiles = ceil_div(g.out[1], c.tile_h);
-    c.col_tiles = ceil_div(g.out[2], c.tile_w);
-    c.tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
     if (found && c.m_tiles < kSmallOTapsWarps) break;
     best = c;
     found = true;

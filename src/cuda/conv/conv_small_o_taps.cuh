@@ -60,6 +60,30 @@
 
 namespace gemmkit::cuda::conv_impl {
 
+// Both forms: the B fragments of every chunk and n-tile into shared memory (unit
+// small_o_taps_b_unit; zeros past taps * o columns and past c), by kThreads threads.
+template <int kNTiles, int kThreads, typename T>
+__device__ __forceinline__ void small_o_taps_stage_b(const ConvGeometry& g,
+                                                     const SmallOTapsTiling& t,
+                                                     const T* __restrict__ w, uint4* w_s, int tid) {
+  const int chunks = static_cast<int>(t.chunks);
+  for (int i = tid; i < chunks * kNTiles * 32; i += kThreads) {
+    const int l = i & 31;
+    const int chunk = (i >> 5) / kNTiles;
+    const int n_tile = (i >> 5) - chunk * kNTiles;
+    int64_t offset = 0;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (small_o_taps_weight(g, n_tile * 8 + (l >> 2), chunk * kSmallOTapsChunk + (l & 3) * 8,
+                            offset)) {
+      Vec<T, 8> e;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) e.v[j] = w[offset + j * g.w_stride[4]];
+      v = *reinterpret_cast<const uint4*>(&e);
+    }
+    w_s[small_o_taps_b_unit(t, chunk, n_tile, l)] = v;
+  }
+}
+
 // The shift-add of tile s, shared by both forms, by kThreads threads (tid < kThreads) once Y is
 // complete: a thread per output position (consecutive threads on consecutive positions of a
 // tile row, so a warp's Y reads fall in consecutive banks) and all its o channels at once (kO
@@ -231,21 +255,7 @@ __global__ void __launch_bounds__(kSmallOTapsThreads, kSmallOTapsMinBlocks)
 #pragma unroll
     for (int k = 0; k < kSmallOTapsGroupChunks; ++k) load(k, 0);
   }
-  for (int i = tid; i < chunks * kNTiles * 32; i += kSmallOTapsThreads) {
-    const int l = i & 31;
-    const int chunk = (i >> 5) / kNTiles;
-    const int n_tile = (i >> 5) - chunk * kNTiles;
-    int64_t offset = 0;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (small_o_taps_weight(g, n_tile * 8 + (l >> 2), chunk * kSmallOTapsChunk + (l & 3) * 8,
-                            offset)) {
-      Vec<T, 8> e;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) e.v[j] = w[offset + j * g.w_stride[4]];
-      v = *reinterpret_cast<const uint4*>(&e);
-    }
-    w_s[small_o_taps_b_unit(t, chunk, n_tile, l)] = v;
-  }
+  small_o_taps_stage_b<kNTiles, kSmallOTapsThreads>(g, t, w, w_s, tid);
   fill_pixels(s);
   __syncthreads();
 

@@ -76,21 +76,7 @@ __global__ void __launch_bounds__(kSmallOTapsTmaThreads, 1)
   }
   if (warp == kSmallOTapsWarps && lane == 0) ptx::prefetch_tensor_map(&x_map);
   // B fragments, once per block (the register form's staging).
-  for (int i = tid; i < chunks * kNTiles * 32; i += kSmallOTapsTmaThreads) {
-    const int l = i & 31;
-    const int chunk = (i >> 5) / kNTiles;
-    const int n_tile = (i >> 5) - chunk * kNTiles;
-    int64_t offset = 0;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (small_o_taps_weight(g, n_tile * 8 + (l >> 2), chunk * kSmallOTapsChunk + (l & 3) * 8,
-                            offset)) {
-      Vec<T, 8> e;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) e.v[j] = w[offset + j * g.w_stride[4]];
-      v = *reinterpret_cast<const uint4*>(&e);
-    }
-    w_s[small_o_taps_b_unit(t, chunk, n_tile, l)] = v;
-  }
+  small_o_taps_stage_b<kNTiles, kSmallOTapsTmaThreads>(g, t, w, w_s, tid);
   __syncthreads();
 
   const uint32_t box_bytes =
