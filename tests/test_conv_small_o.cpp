@@ -925,7 +925,7 @@ TEST(ConvSmallOTaps, HostEmulationMatchesTheReference) {
   }
 }
 
-// EXPERIMENT: the TMA form's stages, filled as TMA fills a box (coordinates and strides of
+// The TMA form's stages, filled as TMA fills a box (coordinates and strides of
 // small_o_taps_tma_map / small_o_taps_tma_coords, zeros outside x), hold at each consumer read
 // the bytes the register form loads into the same lane's registers: rows q and q + 8 of every
 // m-tile (real region pixels), channels 8k .. 8k + 7 of every chunk.

@@ -21,14 +21,19 @@
 // How. The producer warp's lane 0 walks the block's (tile, chunk) steps and issues one TMA box
 // per step into stage step % stages, after the 8 consumer warps released that stage (empty
 // mbarrier, one arrival per warp). A consumer warp waits for the stage (full mbarrier), reads the
-// chunk's B fragments once, then for each of its m-tiles two 16-byte shared loads per lane (rows
-// q and q + 8, channels 8k .. 8k + 7 of the chunk: the bytes the register form loads from global
-// memory) and 8 MMAs. After a tile's last chunk the accumulators go to Y, the consumers meet at a
-// named barrier and run the shift-add while the producer already streams the next tile's chunks.
+// chunk's B fragments once, issues two 16-byte shared loads per lane for each of its m-tiles
+// (rows q and q + 8, channels 8k .. 8k + 7 of the chunk: the bytes the register form loads from
+// global memory), then 8 MMAs per m-tile. After a tile's last chunk the accumulators go to Y, the
+// consumers meet at a named barrier and run the shift-add (small_o_taps_shift_add, the register
+// form's) while the producer already streams the next tile's chunks.
 //
-// When it wins: where the register form waits on DRAM (conv_out: ~4 KiB in flight per warp, DRAM
-// at 28% of peak), the ring keeps stages x (region x 64 bytes) in flight per SM (117 KiB for
-// conv_out's 16 x 32 tiles) whatever the consumers do, without registers.
+// When it wins: with many tiles per block, where the register form's loads in registers (~4 KiB
+// per warp) leave DRAM idle; the ring keeps up to 3 region chunks (117 KiB for conv_out's 16 x 32
+// tiles) in flight per SM across tiles. H200, VAE conv_out (docs/perf.md): 1024^2 (16 tiles per
+// block) 127 us against the register form's 142, 2048^2 (63) 400 against 548; 256^2 (2) 15.5
+// against 12.2, so auto takes it from kSmallOTapsTmaMinTilesPerBlock tiles per block on. The TMA
+// stream alone runs at ~4.3 TB/s (73.5 us at 1024^2); the MMAs and the shift-add, serial in each
+// block, take the rest.
 #pragma once
 
 #include <cstdint>
