@@ -864,6 +864,17 @@ std::vector<EmulatedCase> emulated_cases() {
     s.params.stride = {2};
     add("stride 2, o5 (8 n-tiles)", s, 8);
   }
+  {
+    // 3-D, one tap along dim 0 with padding 1 there: the first and last output planes read a
+    // padding plane (zeros; the TMA form's dim-0 coordinate -1).
+    Spec s;
+    s.x_shape = {1, 3, 9, 11, 16};
+    s.w_shape = {3, 1, 3, 3, 16};
+    s.params.padding_lo = {1};
+    s.params.padding_hi = {1};
+    s.bias = true;
+    add("3-D, padding planes", s);
+  }
   add("o7 c32 (63 columns)", conv_out(1, 9, 20, 32, 7), 8);
   add("o6 c72 (54 columns, 3 chunks)", conv_out(1, 10, 11, 72, 6), 8);
   // Tiles whose region ends exactly at the input's last row / column (interior) or one past it
@@ -969,7 +980,7 @@ TEST(ConvSmallOTaps, TmaStagesHoldTheRegisterFormsOperands) {
       const int64_t base = small_o_taps_tile_base(g, st);
       for (int chunk = 0; chunk < t.chunks; ++chunk) {
         int32_t c[5];
-        small_o_taps_tma_coords(g, st, chunk, c);
+        small_o_taps_tma_coords(st, chunk, c);
         for (int m_tile = 0; m_tile < t.m_tiles; ++m_tile) {
           for (int lane = 0; lane < 32; ++lane) {
             for (int h = 0; h < 2; ++h) {

@@ -641,6 +641,7 @@ struct SmallOTapsTiling {
 // input: padding).
 struct SmallOTapsTile : SmallOTile {
   bool plane_ok = false;
+  int64_t i0 = -1;  // the plane's input index along dim 0, -1 on padding
   int64_t x_plane = 0;
   int64_t ih0 = 0, iw0 = 0;
 };
@@ -651,6 +652,7 @@ GEMMKIT_CONV_HD SmallOTapsTile small_o_taps_tile(const ConvGeometry& g, const Sm
   static_cast<SmallOTile&>(s) = small_o_tile(g, t, tile);
   int64_t i0 = 0;
   s.plane_ok = tap_source(g, 0, s.d0, 0, i0);
+  if (s.plane_ok) s.i0 = i0;
   s.x_plane = s.n * g.x_stride[0] + i0 * g.x_stride[1];
   s.ih0 = s.oh0 * g.stride[1] - g.pad_lo[1];
   s.iw0 = s.ow0 * g.stride[2] - g.pad_lo[2];
@@ -1063,14 +1065,12 @@ inline SmallOTapsTmaMap small_o_taps_tma_map(const ConvGeometry& g, const SmallO
 // The box coordinates (innermost first) of tile s's region, channels chunk * 32 ..: region
 // pixel (0, 0) of plane (n, dim-0 input index); a plane on padding gets dim-0 coordinate -1, so
 // the whole box reads zeros.
-GEMMKIT_CONV_HD void small_o_taps_tma_coords(const ConvGeometry& g, const SmallOTapsTile& s,
-                                             int chunk, int32_t (&coords)[5]) {
-  int64_t i0 = -1;
-  if (s.plane_ok) tap_source(g, 0, s.d0, 0, i0);
+GEMMKIT_CONV_HD void small_o_taps_tma_coords(const SmallOTapsTile& s, int chunk,
+                                             int32_t (&coords)[5]) {
   coords[0] = chunk * kSmallOTapsChunk;
   coords[1] = static_cast<int32_t>(s.iw0);
   coords[2] = static_cast<int32_t>(s.ih0);
-  coords[3] = static_cast<int32_t>(i0);
+  coords[3] = static_cast<int32_t>(s.i0);
   coords[4] = static_cast<int32_t>(s.n);
 }
 

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kSmallOTapsTmaThreads, 1)
           if (round > 0) ptx::mbarrier_wait(&empty[stage], (round - 1) & 1);
           ptx::mbarrier_arrive_expect_tx(&full[stage], box_bytes);
           int32_t c[5];
-          small_o_taps_tma_coords(g, s, chunk, c);
+          small_o_taps_tma_coords(s, chunk, c);
           ptx::tma_load_5d(ring + stage * t.stage_bytes, &x_map, &full[stage], c[0], c[1], c[2],
                            c[3], c[4]);
           if (++stage == stages) stage = 0, ++round;
