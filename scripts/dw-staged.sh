@@ -32,3 +32,15 @@ for pass in 1 2; do
     done
   done
 done | tee "$OUT/dw.txt"
+# Nsight Compute on the staged kernel of two rows: duration, issue efficiency, the largest stall
+# reasons, and instructions per FMA (warp instructions / warp-level FFMA).
+bash scripts/conv-profile.sh convnext-dw7x7-96 mobilenet-dw3x3-144 2>&1 |
+  grep -E "^==|duration|Cycles Per Issued|Achieved Occupancy|Registers|stalled" | tee "$OUT/ncu-digest.txt"
+for row in "--n 8 --in 56x56 --c 96 --o 96 --kernel 7x7 --pad 3 --groups 96" \
+  "--n 8 --in 56x56 --c 144 --o 144 --kernel 3x3 --pad 1 --groups 144"; do
+  # shellcheck disable=SC2086
+  timeout 100 ncu --clock-control none -s 1 -c 1 -k regex:depthwise_staged \
+    --metrics smsp__inst_executed.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum \
+    build-device/gemmkit conv $row --algo depthwise --device cuda:0 --reps 2 --replays 1 --no-cold \
+    --no-peers 2>&1 | grep -E "^\s+smsp" | tee -a "$OUT/ncu-digest.txt"
+done

@@ -179,6 +179,16 @@ void emulate_staged(const Spec& s, const DeviceDescription& dev, uint64_t seed,
     const int64_t last = std::min(first + t.tiles_per_block, t.tiles());
     for (int64_t tile = first; tile < last; ++tile) {
       const DepthwiseStagedTile st = depthwise_staged_tile(g, t, tile);
+      if (depthwise_staged_decode32(t)) {  // the kernel's 32-bit decode gives the same tile
+        const DepthwiseStagedTile s32 = depthwise_staged_tile<uint32_t>(g, t, tile);
+        ASSERT_EQ(s32.c0, st.c0);
+        ASSERT_EQ(s32.n, st.n);
+        ASSERT_EQ(s32.d0, st.d0);
+        ASSERT_EQ(s32.oh0, st.oh0);
+        ASSERT_EQ(s32.ow0, st.ow0);
+        ASSERT_EQ(s32.i0, st.i0);
+        ASSERT_EQ(s32.plane_ok, st.plane_ok);
+      }
       // The window, chunk by chunk as the copies write it.
       std::vector<float> window(static_cast<std::size_t>(window_chunks * 8), -1.0f);
       for (int64_t q = 0; q < window_chunks; ++q) {

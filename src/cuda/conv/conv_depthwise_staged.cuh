@@ -100,53 +100,75 @@ __device__ __forceinline__ void widen_pair(uint32_t raw, float (&xv)[2]) {
   }
 }
 
-// The FMAs of one thread tile from its window (x_s: its pixel (0, 0), channel pair; w_s: its
-// channel pair of tap 0). Window row ir is kernel row ir of output row 0 and ir - 1 of output
-// row 1; column u feeds output column j at tap u - j. Per output, ir ascending then u ascending is
-// the row-major tap order. kExact: rows outside [row_lo, row_hi) and columns outside [col_lo,
-// col_hi) (padding) are skipped instead of read as zeros.
-template <typename T, int kK, int kGroups, bool kExact>
-__device__ __forceinline__ void depthwise_staged_fma(
-    const uint32_t* x_s, const float2* w_s, int row_lo, int row_hi, int col_lo, int col_hi,
+// The FMAs of window row ir for output rows [kR0, kR1) of a thread tile (x_s: its pixel (0, 0),
+// channel pair; w_s: its channel pair of tap 0): output row r takes kernel row ir - r, whose kK
+// weight pairs it loads first; column u feeds output column j at tap u - j, so per output the
+// taps come in order. kExact: columns outside [col_lo, col_hi) (padding) are skipped instead of
+// read as zeros.
+template <typename T, int kK, int kGroups, bool kExact, int kR0, int kR1>
+__device__ __forceinline__ void depthwise_staged_row(
+    const uint32_t* x_s, const float2* w_s, int ir, int col_lo, int col_hi,
     float (&acc)[kDepthwiseStagedRows][kDepthwiseStagedRun][2]) {
   constexpr int kRun = kDepthwiseStagedRun;
   constexpr int kPixelWords = 32 / kGroups;  // 4-byte words per staged pixel
   constexpr int kRowWords = (kGroups * kRun + kK - 1) * kPixelWords;
   constexpr int kTapStride = 32 / kGroups;  // float2 per tap (the tile's channel pairs)
   constexpr int kCols = kRun + kK - 1;
+  float2 wr[kR1 - kR0][kK];
+#pragma unroll
+  for (int r = kR0; r < kR1; ++r) {
+    const float2* w_row = w_s + (ir - r) * kK * kTapStride;
+#pragma unroll
+    for (int t2 = 0; t2 < kK; ++t2) wr[r - kR0][t2] = w_row[t2 * kTapStride];
+  }
+  const uint32_t* x_row = x_s + ir * kRowWords;
+#pragma unroll
+  for (int u = 0; u < kCols; ++u) {
+    if (kExact && (u < col_lo || u >= col_hi)) continue;
+    float xv[2];
+    widen_pair<T>(x_row[u * kPixelWords], xv);
+#pragma unroll
+    for (int r = kR0; r < kR1; ++r) {
+#pragma unroll
+      for (int j = 0; j < kRun; ++j) {
+        const int t2 = u - j;
+        if (t2 < 0 || t2 >= kK) continue;
+        acc[r][j][0] = fmaf(xv[0], wr[r - kR0][t2].x, acc[r][j][0]);
+        acc[r][j][1] = fmaf(xv[1], wr[r - kR0][t2].y, acc[r][j][1]);
+      }
+    }
+  }
+}
+
+// The FMAs of one thread tile: window row 0 feeds output row 0 (kernel row 0), rows 1 .. kK - 1
+// both output rows (kernel rows ir and ir - 1), row kK output row 1 (kernel row kK - 1); per
+// output, ir ascending then u ascending is the row-major tap order. The middle rows are a rolled
+// loop: fully unrolled, a 7x7 tile is ~3000 instructions, and warps at different points of it
+// missed the instruction cache (Nsight Compute: 3.2 cycles per issue stalled on "no
+// instruction"). kExact: rows outside [row_lo, row_hi) and columns outside [col_lo, col_hi)
+// (padding) are skipped instead of read as zeros.
+template <typename T, int kK, int kGroups, bool kExact>
+__device__ __forceinline__ void depthwise_staged_fma(
+    const uint32_t* x_s, const float2* w_s, int row_lo, int row_hi, int col_lo, int col_hi,
+    float (&acc)[kDepthwiseStagedRows][kDepthwiseStagedRun][2]) {
+  static_assert(kDepthwiseStagedRows == 2, "window rows 0 and kK feed one output row each");
 #pragma unroll
   for (int r = 0; r < kDepthwiseStagedRows; ++r) {
 #pragma unroll
-    for (int j = 0; j < kRun; ++j) acc[r][j][0] = acc[r][j][1] = 0.0f;
+    for (int j = 0; j < kDepthwiseStagedRun; ++j) acc[r][j][0] = acc[r][j][1] = 0.0f;
   }
-#pragma unroll
-  for (int ir = 0; ir <= kK; ++ir) {
-    if (kExact && (ir < row_lo || ir >= row_hi)) continue;
-    // Output row r takes kernel row ir - r when 0 <= ir - r < kK.
-    float2 wr[kDepthwiseStagedRows][kK];
-#pragma unroll
-    for (int r = 0; r < kDepthwiseStagedRows; ++r) {
-      if (ir - r < 0 || ir - r >= kK) continue;
-#pragma unroll
-      for (int t2 = 0; t2 < kK; ++t2) wr[r][t2] = w_s[((ir - r) * kK + t2) * kTapStride];
+  const auto row_in = [&](int ir) { return !kExact || (ir >= row_lo && ir < row_hi); };
+  if (row_in(0)) {
+    depthwise_staged_row<T, kK, kGroups, kExact, 0, 1>(x_s, w_s, 0, col_lo, col_hi, acc);
+  }
+#pragma unroll 1
+  for (int ir = 1; ir < kK; ++ir) {
+    if (row_in(ir)) {
+      depthwise_staged_row<T, kK, kGroups, kExact, 0, 2>(x_s, w_s, ir, col_lo, col_hi, acc);
     }
-#pragma unroll
-    for (int u = 0; u < kCols; ++u) {
-      if (kExact && (u < col_lo || u >= col_hi)) continue;
-      float xv[2];
-      widen_pair<T>(x_s[ir * kRowWords + u * kPixelWords], xv);
-#pragma unroll
-      for (int r = 0; r < kDepthwiseStagedRows; ++r) {
-        if (ir - r < 0 || ir - r >= kK) continue;
-#pragma unroll
-        for (int j = 0; j < kRun; ++j) {
-          const int t2 = u - j;
-          if (t2 < 0 || t2 >= kK) continue;
-          acc[r][j][0] = fmaf(xv[0], wr[r][t2].x, acc[r][j][0]);
-          acc[r][j][1] = fmaf(xv[1], wr[r][t2].y, acc[r][j][1]);
-        }
-      }
-    }
+  }
+  if (row_in(kK)) {
+    depthwise_staged_row<T, kK, kGroups, kExact, 1, 2>(x_s, w_s, kK, col_lo, col_hi, acc);
   }
 }
 
@@ -172,21 +194,53 @@ __global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStage
       first + t.tiles_per_block < t.tiles() ? first + t.tiles_per_block : t.tiles();
   if (first >= last) return;
 
-  depthwise_staged_load_window<T, kK, kGroups>(g, depthwise_staged_tile(g, t, first), x,
-                                               window_chunks, windows_at);
+  const bool decode32 = depthwise_staged_decode32(t);  // uniform
+  const auto decode = [&](int64_t tile) {
+    return decode32 ? depthwise_staged_tile<uint32_t>(g, t, tile)
+                    : depthwise_staged_tile<int64_t>(g, t, tile);
+  };
+  depthwise_staged_load_window<T, kK, kGroups>(g, decode(first), x, window_chunks, windows_at);
   ptx::cp_async_commit();
   int64_t staged = -1;      // channel tile whose weights are in shared memory
   bool non_finite = false;  // this thread staged an Inf / NaN weight of that tile
   int buffer = 0;
+  const int row0 = kRows * warp, col0 = kRun * group;  // this thread's outputs in the tile
   for (int64_t tile = first; tile < last; ++tile, buffer ^= 1) {
-    const DepthwiseStagedTile s = depthwise_staged_tile(g, t, tile);
-    if (s.channel_tile != staged) {  // uniform; the previous tile's readers passed the barrier
-      non_finite = depthwise_staged_load_weights<T, kK, kGroups>(g, s.c0, w, w_s);
-      staged = s.channel_tile;
+    // Only what the stores need stays live through the FMAs: the decode is recomputed for the
+    // next tile's copies (32-bit: a few dozen instructions).
+    int rows_left, cols_left, row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+    TOut* out_p;
+    bool channels_in;
+    float b[2] = {0.0f, 0.0f};
+    {
+      const DepthwiseStagedTile s = decode(tile);
+      if (s.channel_tile != staged) {  // uniform; the previous tile's readers passed the barrier
+        non_finite = depthwise_staged_load_weights<T, kK, kGroups>(g, s.c0, w, w_s);
+        staged = s.channel_tile;
+      }
+      const int64_t oh = s.oh0 + row0, ow = s.ow0 + col0, oc = s.c0 + 2 * pair;
+      const auto clamp = [](int64_t v, int64_t hi) {
+        return static_cast<int>(v < 0 ? 0 : (v > hi ? hi : v));
+      };
+      rows_left = clamp(g.out[1] - oh, kRows);
+      cols_left = clamp(g.out[2] - ow, kRun);
+      channels_in = oc < g.o;
+      out_p = out + s.n * g.out_stride[0] + s.d0 * g.out_stride[1] + oh * g.out_stride[2] +
+              ow * g.out_stride[3] + oc;
+      if (g.has_bias && channels_in) {
+        b[0] = to_float(bias[oc * g.bias_stride]);
+        b[1] = to_float(bias[(oc + 1) * g.bias_stride]);
+      }
+      // The exact path's bounds: window rows / columns of this thread inside x.
+      const int64_t ih = s.ih0 + row0, iw = s.iw0 + col0;
+      row_lo = clamp(-ih, kK + 1);
+      row_hi = s.plane_ok ? clamp(g.in[1] - ih, kK + 1) : 0;
+      col_lo = clamp(-iw, kCols);
+      col_hi = clamp(g.in[2] - iw, kCols);
     }
     if (tile + 1 < last) {
       depthwise_staged_load_window<T, kK, kGroups>(
-          g, depthwise_staged_tile(g, t, tile + 1), x, window_chunks,
+          g, decode(tile + 1), x, window_chunks,
           windows_at + static_cast<uint32_t>((buffer ^ 1) * window_words * 4));
     }
     ptx::cp_async_commit();   // possibly empty: one group per iteration
@@ -194,7 +248,6 @@ __global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStage
     const bool exact = __syncthreads_or(non_finite) != 0;
 
     // This thread's window: rows 2 * warp .., columns 7 * group .., channel pair `pair`.
-    const int row0 = kRows * warp, col0 = kRun * group;
     const uint32_t* x_s =
         windows + buffer * window_words + (row0 * kWW + col0) * kPixelWords + pair;
     const float2* w_pair = reinterpret_cast<const float2*>(w_s) + pair;
@@ -202,36 +255,21 @@ __global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStage
     if (!exact) {
       depthwise_staged_fma<T, kK, kGroups, false>(x_s, w_pair, 0, 0, 0, 0, acc);
     } else {
-      const int64_t ih = s.ih0 + row0, iw = s.iw0 + col0;
-      const auto clamp = [](int64_t v, int64_t hi) {
-        return static_cast<int>(v < 0 ? 0 : (v > hi ? hi : v));
-      };
-      const int row_lo = clamp(-ih, kK + 1), row_hi = s.plane_ok ? clamp(g.in[1] - ih, kK + 1) : 0;
-      const int col_lo = clamp(-iw, kCols), col_hi = clamp(g.in[2] - iw, kCols);
       depthwise_staged_fma<T, kK, kGroups, true>(x_s, w_pair, row_lo, row_hi, col_lo, col_hi, acc);
     }
 
     // + bias, one rounding, 2-channel stores of the outputs inside out.
-    const int64_t oc = s.c0 + 2 * pair;
-    if (oc < g.o) {
-      float b[2] = {0.0f, 0.0f};
-      if (g.has_bias) {
-        b[0] = to_float(bias[oc * g.bias_stride]);
-        b[1] = to_float(bias[(oc + 1) * g.bias_stride]);
-      }
-      TOut* out_p = out + s.n * g.out_stride[0] + s.d0 * g.out_stride[1] + oc;
+    if (channels_in) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const int64_t oh = s.oh0 + row0 + r;
-        if (oh >= g.out[1]) break;
+        if (r >= rows_left) break;
 #pragma unroll
         for (int j = 0; j < kRun; ++j) {
-          const int64_t ow = s.ow0 + col0 + j;
-          if (ow >= g.out[2]) break;
+          if (j >= cols_left) break;
           float values[2];
 #pragma unroll
           for (int v = 0; v < 2; ++v) values[v] = g.has_bias ? acc[r][j][v] + b[v] : acc[r][j][v];
-          store_channels<TOut, 2>(out_p + oh * g.out_stride[2] + ow * g.out_stride[3], values);
+          store_channels<TOut, 2>(out_p + (r * g.out_stride[2] + j * g.out_stride[3]), values);
         }
       }
     }

@@ -477,30 +477,39 @@ GEMMKIT_CONV_HD int64_t depthwise_staged_smem_bytes(const ConvGeometry& g,
 // Block tile `tile` (channel tile outermost, then plane, row tile, column tile): first channel,
 // plane (n, d0), first output row and column, the input coordinates of the window's pixel (0, 0)
 // (padding when negative), and the plane's input index along dim 0 (plane_ok false: the plane
-// reads padding, every staged pixel is zero).
+// reads padding, every staged pixel is zero). The divisions run in `I`: the kernel takes 32-bit
+// ones when every count fits (depthwise_staged_decode32: a 64-bit division costs ~70
+// instructions).
 struct DepthwiseStagedTile {
   int64_t channel_tile = 0, c0 = 0, n = 0, d0 = 0, oh0 = 0, ow0 = 0, ih0 = 0, iw0 = 0, i0 = 0;
   bool plane_ok = false;
 };
+template <typename I = int64_t>
 GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_staged_tile(const ConvGeometry& g,
                                                           const DepthwiseTiling& t, int64_t tile) {
   DepthwiseStagedTile s;
-  s.channel_tile = tile / t.spatial_tiles;
-  int64_t rest = tile - s.channel_tile * t.spatial_tiles;
-  const int64_t col_tile = rest % t.col_tiles;
-  rest /= t.col_tiles;
-  const int64_t row_tile = rest % t.row_tiles;
-  rest /= t.row_tiles;
-  s.d0 = rest % g.out[0];
-  s.n = rest / g.out[0];
+  I rest = static_cast<I>(tile);
+  const I col_tile = rest % static_cast<I>(t.col_tiles);
+  rest /= static_cast<I>(t.col_tiles);
+  const I row_tile = rest % static_cast<I>(t.row_tiles);
+  rest /= static_cast<I>(t.row_tiles);
+  const I planes = static_cast<I>(g.batch * g.out[0]);
+  const I plane = rest % planes;
+  s.channel_tile = static_cast<int64_t>(rest / planes);
+  s.d0 = static_cast<int64_t>(plane % static_cast<I>(g.out[0]));
+  s.n = static_cast<int64_t>(plane / static_cast<I>(g.out[0]));
   s.c0 = s.channel_tile * depthwise_staged_channels(t);
-  s.oh0 = row_tile * t.rows_per_block * kDepthwiseStagedRows;
-  s.ow0 = col_tile * t.runs_per_block * kDepthwiseStagedRun;
+  s.oh0 = static_cast<int64_t>(row_tile) * t.rows_per_block * kDepthwiseStagedRows;
+  s.ow0 = static_cast<int64_t>(col_tile) * t.runs_per_block * kDepthwiseStagedRun;
   s.ih0 = s.oh0 - g.pad_lo[1];
   s.iw0 = s.ow0 - g.pad_lo[2];
   s.plane_ok = tap_source(g, 0, s.d0, 0, s.i0);
   if (!s.plane_ok) s.i0 = 0;
   return s;
+}
+// Whether every tile index (and so every count it is divided by) fits 32-bit unsigned division.
+GEMMKIT_CONV_HD bool depthwise_staged_decode32(const DepthwiseTiling& t) {
+  return t.tiles() <= 0xffffffffll;
 }
 
 // ---- Small-o tiling ---------------------------------------------------------------------------
