@@ -4,9 +4,10 @@
 # GpuConvSanitize.DepthwiseStaged, then times the conv-models depthwise rows (and a batch-1 112²
 # ConvNeXt layer) with the staged variant (GEMMKIT_CONV_DEPTHWISE=auto) and without it (=blocked),
 # cuDNN as the peer once per row, two passes. Targets (2x cuDNN): dw7x7-96 <= 11.7 us, dw7x7-384
-# <= 5.8, dw3x3-144 <= 4.1. Output: $OUT/summary.txt, $OUT/logs.tgz, $OUT/dw.txt.
+# <= 5.8, dw3x3-144 <= 4.1. Output: $OUT/summary.txt, $OUT/logs.tgz, $OUT/dw.txt. Settings:
+# GEMMKIT_GPU_FILTER (default: the depthwise tests and the parameter matrix), GEMMKIT_DW_BENCH.
 set -u
-GEMMKIT_GPU_FILTER='GpuConv.Depthwise*:GpuConv.ParameterMatrix*:GpuConvSanitize.Depthwise*' \
+GEMMKIT_GPU_FILTER=${GEMMKIT_GPU_FILTER:-'GpuConv.Depthwise*:GpuConv.ParameterMatrix*:GpuConvSanitize.Depthwise*'} \
   GEMMKIT_GPU_TIMEOUT=240 GEMMKIT_SANITIZE_FILTER='GpuConvSanitize.DepthwiseStaged' \
   GEMMKIT_SANITIZE_TIMEOUT=100 bash scripts/device.sh test >"$OUT/device.txt" 2>&1
 grep -A24 "==== summary" "$OUT/device.txt"
@@ -44,3 +45,9 @@ for row in "--n 8 --in 56x56 --c 96 --o 96 --kernel 7x7 --pad 3 --groups 96" \
     build-device/gemmkit conv $row --algo depthwise --device cuda:0 --reps 2 --replays 1 --no-cold \
     --no-peers 2>&1 | grep -E "^\s+smsp" | tee -a "$OUT/ncu-digest.txt"
 done
+# GEMMKIT_DW_BENCH=1: the conv-models suite too (dispatcher, then own paths), under $OUT/bench.
+if [ "${GEMMKIT_DW_BENCH:-0}" = 1 ]; then
+  mkdir -p "$OUT/bench"
+  OUT=$OUT/bench GEMMKIT_BENCH_SUITES=conv-models bash scripts/device.sh bench >"$OUT/bench.txt" 2>&1
+  grep -A6 "==== summary" "$OUT/bench.txt"
+fi

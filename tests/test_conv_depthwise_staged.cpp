@@ -77,6 +77,7 @@ TEST(ConvDepthwiseStaged, WhatTakesIt) {
       {f32, "f32 x"},
       {three_d, "first of 3 spatial dims"},
       {depthwise_spec({2, 37, 16}, 3, 1, 1), "one spatial dim"},
+      {depthwise_spec({1, 1 << 16, 1 << 12, 8}, 3, 1, 1), "2^31 or more elements"},
   };
   for (const Miss& m : misses) {
     const ConvConfig c = variant(m.spec);

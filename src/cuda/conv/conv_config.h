@@ -794,16 +794,28 @@ inline std::string why_not_depthwise_staged(const detail::ConvProblem& p, const 
   }
   const std::string no_octets = why_not_x_channel_octets(p);
   if (!no_octets.empty()) return no_octets;
+  // 32-bit offsets inside a plane of x and inside the weight, and 32-bit window coordinates.
+  const double x_span = static_cast<double>(g.in[1] - 1) * static_cast<double>(g.x_stride[2]) +
+                        static_cast<double>(g.in[2] - 1) * static_cast<double>(g.x_stride[3]) +
+                        static_cast<double>(g.c);
+  const double w_span =
+      static_cast<double>(g.o - 1) * static_cast<double>(g.w_stride[0]) +
+      static_cast<double>(g.kernel[1] - 1) * static_cast<double>(std::abs(g.w_stride[2])) +
+      static_cast<double>(g.kernel[2] - 1) * static_cast<double>(std::abs(g.w_stride[3]));
+  const auto reach = [&](int d) {
+    return g.in[d] + g.out[d] + std::abs(g.pad_lo[d]) +
+           2 * kDepthwiseStagedRun * kDepthwiseStagedMaxWarps;
+  };
+  if (x_span >= static_cast<double>(kMaxInt32) || w_span >= static_cast<double>(kMaxInt32) ||
+      reach(1) > kMaxInt32 / 2 || reach(2) > kMaxInt32 / 2) {
+    return "a plane of x or the weight spans 2^31 or more elements";
+  }
   if (channel_stride(p.out) != 1 || pointer_alignment(p.out.data) < 2 * elem_size(p.out.dtype) ||
       !outer_strides_multiple_of(p.out, 2)) {
     return "out not suited to 2-channel stores";
   }
   return "";
 }
-
-// Registers per thread the staged plan assumes (ptxas, sm_90a: 79-95 across the instantiations):
-// how many of its warps an SM holds.
-constexpr int64_t kDepthwiseStagedRegisters = 96;
 
 // Plans the staged variant: of the tilings with 4 thread tiles per warp row (16-channel tiles) or
 // 2 (32-channel tiles) and 1-8 warps per block (the smem of each within 48 KiB), the one with the

@@ -25,7 +25,8 @@
 // Contract (plan_depthwise_staged, depthwise_config): blockDim.x = 32 * t.rows_per_block;
 // cvt = 32 / kGroups; dynamic shared memory depthwise_staged_smem_bytes(g, t) <= 48 KiB; x
 // 16-byte aligned with unit channel stride and other strides multiples of 8 elements, c % 8 == 0;
-// out with unit channel stride, suited to 2-channel stores. 64-bit offsets throughout.
+// out with unit channel stride, suited to 2-channel stores. Offsets inside a plane of x and
+// inside the weight are 32-bit (the host checks that they fit), plane bases and out 64-bit.
 #pragma once
 
 #include <cstdint>
@@ -38,49 +39,61 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-// Blocks per SM the staged kernels are compiled for: 2 blocks of 8 warps, so <= 128 registers.
-constexpr int kDepthwiseStagedMinBlocks = 2;
-
 // Issues the cp.async copies of tile s's input window into the window at shared address `dst`:
-// chunk q is pixel q / kChunks (row-major over the window), channel octet q % kChunks.
+// chunk q is window row q / kRowChunks, pixel (q % kRowChunks) / kChunks, channel octet q %
+// kChunks. A thread's chunks advance by blockDim with the row and the in-row index carried
+// (no division per chunk); offsets inside the plane are 32-bit (why_not_depthwise_staged).
 template <typename T, int kK, int kGroups>
 __device__ __forceinline__ void depthwise_staged_load_window(const ConvGeometry& g,
                                                              const DepthwiseStagedTile& s,
                                                              const T* x, int window_chunks,
                                                              uint32_t dst) {
-  constexpr int kChunks = 8 / kGroups;
-  constexpr int kWW = kGroups * kDepthwiseStagedRun + kK - 1;
+  constexpr int kChunks = 8 / kGroups;  // 2 or 4: a power of two
+  constexpr int kChunksLog2 = kChunks == 2 ? 1 : 2;
+  constexpr int kRowChunks = (kGroups * kDepthwiseStagedRun + kK - 1) * kChunks;
   const T* plane = x + s.n * g.x_stride[0] + s.i0 * g.x_stride[1] + s.c0;
-  for (int q = static_cast<int>(threadIdx.x); q < window_chunks;
-       q += static_cast<int>(blockDim.x)) {
-    const int pixel = q / kChunks, octet = q - pixel * kChunks;
-    const int r = pixel / kWW, col = pixel - r * kWW;
-    const int64_t ih = s.ih0 + r, iw = s.iw0 + col;
-    const bool inside =
-        s.plane_ok && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2] && s.c0 + 8 * octet < g.c;
-    const T* src = inside ? plane + ih * g.x_stride[2] + iw * g.x_stride[3] + 8 * octet : x;
+  const int threads = static_cast<int>(blockDim.x);
+  const int step_rows = threads / kRowChunks, step_rest = threads - step_rows * kRowChunks;
+  const int tid = static_cast<int>(threadIdx.x);
+  int r = tid / kRowChunks, rest = tid - r * kRowChunks;
+  const int ih0 = static_cast<int>(s.ih0), iw0 = static_cast<int>(s.iw0);
+  const int in_h = static_cast<int>(g.in[1]), in_w = static_cast<int>(g.in[2]);
+  const int xs2 = static_cast<int>(g.x_stride[2]), xs3 = static_cast<int>(g.x_stride[3]);
+  const int octets = static_cast<int>((g.c - s.c0 + 7) / 8);  // channel octets inside c
+  for (int q = tid; q < window_chunks; q += threads) {
+    const int col = rest >> kChunksLog2, octet = rest & (kChunks - 1);
+    const int ih = ih0 + r, iw = iw0 + col;
+    const bool inside = s.plane_ok && static_cast<unsigned>(ih) < static_cast<unsigned>(in_h) &&
+                        static_cast<unsigned>(iw) < static_cast<unsigned>(in_w) && octet < octets;
+    const T* src = inside ? plane + (ih * xs2 + iw * xs3 + 8 * octet) : x;
     ptx::cp_async_cg16(dst + static_cast<uint32_t>(q) * 16u, src, inside ? 16u : 0u);
+    r += step_rows;
+    rest += step_rest;
+    if (rest >= kRowChunks) {
+      rest -= kRowChunks;
+      ++r;
+    }
   }
 }
 
 // Stages the weights of the channel tile starting at c0 as fp32 [tap][channel] (window taps,
 // flip applied; 0 past o). Item i reads channel i / taps at tap i % taps, so a warp's loads run
-// along one channel's taps. Returns whether this thread staged a weight that is Inf or NaN.
+// along one channel's taps; 32-bit offsets (why_not_depthwise_staged). Returns whether this
+// thread staged a weight that is Inf or NaN.
 template <typename T, int kK, int kGroups>
 __device__ __forceinline__ bool depthwise_staged_load_weights(const ConvGeometry& g, int64_t c0,
                                                               const T* w, float* w_s) {
   constexpr int kCT = 64 / kGroups, kTaps = kK * kK;
+  const T* w_tile = w + c0 * g.w_stride[0] + weight_tap(g, 0, 0) * g.w_stride[1];
+  const int ws0 = static_cast<int>(g.w_stride[0]), ws2 = static_cast<int>(g.w_stride[2]);
+  const int ws3 = static_cast<int>(g.w_stride[3]);
+  const int channels = static_cast<int>(g.o - c0 < kCT ? g.o - c0 : kCT);
   bool non_finite = false;
   for (int i = static_cast<int>(threadIdx.x); i < kTaps * kCT; i += static_cast<int>(blockDim.x)) {
     const int ch = i / kTaps, tap = i - ch * kTaps;
     const int t1 = tap / kK, t2 = tap - t1 * kK;
-    const int64_t oc = c0 + ch;
-    float value = 0.0f;
-    if (oc < g.o) {
-      value =
-          to_float(w[oc * g.w_stride[0] + weight_tap(g, 0, 0) * g.w_stride[1] +
-                     weight_tap(g, 1, t1) * g.w_stride[2] + weight_tap(g, 2, t2) * g.w_stride[3]]);
-    }
+    const int w1 = g.flip ? kK - 1 - t1 : t1, w2 = g.flip ? kK - 1 - t2 : t2;
+    const float value = ch < channels ? to_float(w_tile[ch * ws0 + w1 * ws2 + w2 * ws3]) : 0.0f;
     non_finite = non_finite || !isfinite(value);
     w_s[tap * kCT + ch] = value;
   }
@@ -173,7 +186,7 @@ __device__ __forceinline__ void depthwise_staged_fma(
 }
 
 template <typename T, typename TOut, int kK, int kGroups>
-__global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStagedMinBlocks)
+__global__ void __maxnreg__(kDepthwiseStagedRegisters)
     conv_depthwise_staged_kernel(const ConvGeometry g, const DepthwiseTiling t,
                                  const T* __restrict__ x, const T* __restrict__ w,
                                  const T* __restrict__ bias, TOut* __restrict__ out) {
@@ -199,38 +212,36 @@ __global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStage
     return decode32 ? depthwise_staged_tile<uint32_t>(g, t, tile)
                     : depthwise_staged_tile<int64_t>(g, t, tile);
   };
-  depthwise_staged_load_window<T, kK, kGroups>(g, decode(first), x, window_chunks, windows_at);
-  ptx::cp_async_commit();
-  int64_t staged = -1;      // channel tile whose weights are in shared memory
+  int staged = -1;          // channel tile whose weights are in shared memory
   bool non_finite = false;  // this thread staged an Inf / NaN weight of that tile
   int buffer = 0;
   const int row0 = kRows * warp, col0 = kRun * group;  // this thread's outputs in the tile
   for (int64_t tile = first; tile < last; ++tile, buffer ^= 1) {
     // Only what the stores need stays live through the FMAs: the decode is recomputed for the
     // next tile's copies (32-bit: a few dozen instructions).
-    int rows_left, cols_left, row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+    // The outputs inside out: rows (bits 0-3) and columns (bits 4-7) of the thread tile, 0 when
+    // its channels are past o (one register through the FMAs).
+    int inside, row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+    int oc;  // o < 2^31 (c % 8 == 0 and x's plane offsets are 32-bit)
     TOut* out_p;
-    bool channels_in;
-    float b[2] = {0.0f, 0.0f};
     {
       const DepthwiseStagedTile s = decode(tile);
+      if (tile == first) {  // later windows were issued one iteration ahead
+        depthwise_staged_load_window<T, kK, kGroups>(g, s, x, window_chunks, windows_at);
+        ptx::cp_async_commit();
+      }
       if (s.channel_tile != staged) {  // uniform; the previous tile's readers passed the barrier
         non_finite = depthwise_staged_load_weights<T, kK, kGroups>(g, s.c0, w, w_s);
-        staged = s.channel_tile;
+        staged = static_cast<int>(s.channel_tile);
       }
-      const int64_t oh = s.oh0 + row0, ow = s.ow0 + col0, oc = s.c0 + 2 * pair;
+      const int64_t oh = s.oh0 + row0, ow = s.ow0 + col0;
+      oc = static_cast<int>(s.c0) + 2 * pair;
       const auto clamp = [](int64_t v, int64_t hi) {
         return static_cast<int>(v < 0 ? 0 : (v > hi ? hi : v));
       };
-      rows_left = clamp(g.out[1] - oh, kRows);
-      cols_left = clamp(g.out[2] - ow, kRun);
-      channels_in = oc < g.o;
+      inside = oc < g.o ? clamp(g.out[1] - oh, kRows) | clamp(g.out[2] - ow, kRun) << 4 : 0;
       out_p = out + s.n * g.out_stride[0] + s.d0 * g.out_stride[1] + oh * g.out_stride[2] +
               ow * g.out_stride[3] + oc;
-      if (g.has_bias && channels_in) {
-        b[0] = to_float(bias[oc * g.bias_stride]);
-        b[1] = to_float(bias[(oc + 1) * g.bias_stride]);
-      }
       // The exact path's bounds: window rows / columns of this thread inside x.
       const int64_t ih = s.ih0 + row0, iw = s.iw0 + col0;
       row_lo = clamp(-ih, kK + 1);
@@ -244,7 +255,7 @@ __global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStage
           windows_at + static_cast<uint32_t>((buffer ^ 1) * window_words * 4));
     }
     ptx::cp_async_commit();   // possibly empty: one group per iteration
-    ptx::cp_async_wait<1>();  // this tile's window has landed (for this thread's copies)
+    ptx::cp_async_wait<1>();  // all groups but the newest: this tile's window has landed
     const bool exact = __syncthreads_or(non_finite) != 0;
 
     // This thread's window: rows 2 * warp .., columns 7 * group .., channel pair `pair`.
@@ -259,13 +270,19 @@ __global__ void __launch_bounds__(kDepthwiseStagedMaxWarps * 32, kDepthwiseStage
     }
 
     // + bias, one rounding, 2-channel stores of the outputs inside out.
-    if (channels_in) {
+    if (inside != 0) {
+      float b[2] = {0.0f, 0.0f};
+      if (g.has_bias) {
+        b[0] = to_float(bias[oc * g.bias_stride]);
+        b[1] = to_float(bias[(oc + 1) * g.bias_stride]);
+      }
+      const int rows_in = inside & 15, cols_in = inside >> 4;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        if (r >= rows_left) break;
+        if (r >= rows_in) break;
 #pragma unroll
         for (int j = 0; j < kRun; ++j) {
-          if (j >= cols_left) break;
+          if (j >= cols_in) break;
           float values[2];
 #pragma unroll
           for (int v = 0; v < 2; ++v) values[v] = g.has_bias ? acc[r][j][v] + b[v] : acc[r][j][v];

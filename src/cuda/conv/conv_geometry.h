@@ -446,6 +446,11 @@ constexpr int kDepthwiseStagedRun = 7;
 constexpr int kDepthwiseStagedRows = 2;
 constexpr int kDepthwiseStagedMaxWarps = 8;
 
+// Registers per thread the staged kernels are held to (__maxnreg__), which the planner's count of
+// resident warps uses: 21 warps per SM, 3 blocks of 7. The FMA loop needs ~85; uncapped, ptxas
+// spent up to 111 on the staging loops, which cost a block per SM.
+constexpr int kDepthwiseStagedRegisters = 96;
+
 GEMMKIT_CONV_HD int64_t depthwise_staged_channels(const DepthwiseTiling& t) {
   return 2 * t.cvt;  // channels of a tile: 32 (groups 2) or 16 (groups 4)
 }
