@@ -391,9 +391,11 @@ TEST(ConvGeometry, Alignment) {
 // ---- Depthwise and small-o tilings: exact coverage ---------------------------------------
 
 // Simulates the depthwise kernels' loop: block b takes tiles [b * tiles_per_block, ...), thread
-// (tx, ty) computes depthwise_item's channel vector x th rows x `run` outputs. Every output element
-// is computed exactly once, and a block restages its weights at most once per spatial_tiles tiles.
-// (test_conv_depthwise.cpp emulates the blocked variant's reads and tap order too.)
+// (tx, ty) computes depthwise_item's channel vector x th rows x `run` outputs (the staged variant:
+// lane (pair, group) of warp w computes channel pair c0 / 2 + pair x rows oh0 + 2w .. x columns
+// ow0 + 7 * group ..). Every output element is computed exactly once, and a block restages its
+// weights at most once per spatial_tiles tiles. (test_conv_depthwise.cpp and
+// test_conv_depthwise_staged.cpp emulate the variants' reads and tap order too.)
 void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "depthwise") {
   const ConvConfig c = select_conv_config(p, kH200, request(algo));
   ASSERT_EQ(c.path, ConvPath::depthwise);
@@ -404,9 +406,14 @@ void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "
   EXPECT_EQ(t.channel_vectors * c.vector, p.out_channels);
   EXPECT_EQ(c.tile, t.run);
   EXPECT_EQ(t.runs_per_row, ceil_div(g.out[2], t.run));
-  EXPECT_EQ(c.smem_bytes, t.variant == kDepthwiseBlocked
-                              ? t.cvt * t.w_cv_stride * 4
-                              : p.kernel_positions() * t.cvt * c.vector * 4);
+  if (t.variant == kDepthwiseStaged) {
+    EXPECT_EQ(c.smem_bytes, depthwise_staged_smem_bytes(g, t));
+    EXPECT_EQ(c.block, 32 * t.rows_per_block);
+  } else {
+    EXPECT_EQ(c.smem_bytes, t.variant == kDepthwiseBlocked
+                                ? t.cvt * t.w_cv_stride * 4
+                                : p.kernel_positions() * t.cvt * c.vector * 4);
+  }
   const int64_t rows = g.batch * g.out[0] * g.out[1];
   std::vector<int> hits(static_cast<std::size_t>(rows * g.out[2] * t.channel_vectors), 0);
   for (int64_t b = 0; b < int64_t{c.grid.x}; ++b) {
@@ -414,6 +421,32 @@ void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "
     const int64_t first = b * t.tiles_per_block;
     const int64_t last = std::min(first + t.tiles_per_block, t.tiles());
     for (int64_t tile = first; tile < last; ++tile) {
+      if (t.variant == kDepthwiseStaged) {
+        const DepthwiseStagedTile st = depthwise_staged_tile(g, t, tile);
+        if (st.channel_tile != staged) {
+          staged = st.channel_tile;
+          ++stagings;
+        }
+        ASSERT_LT(st.n, g.batch);
+        ASSERT_LT(st.d0, g.out[0]);
+        for (int64_t lane = 0; lane < 32 * t.rows_per_block; ++lane) {
+          const int64_t warp = lane / 32, pair = lane % 32 % t.cvt, group = lane % 32 / t.cvt;
+          const int64_t cv = st.c0 / 2 + pair;
+          if (cv >= t.channel_vectors) continue;
+          for (int64_t r = 0; r < kDepthwiseStagedRows; ++r) {
+            const int64_t oh = st.oh0 + kDepthwiseStagedRows * warp + r;
+            if (oh >= g.out[1]) continue;
+            const int64_t row = (st.n * g.out[0] + st.d0) * g.out[1] + oh;
+            for (int64_t j = 0; j < kDepthwiseStagedRun; ++j) {
+              const int64_t ow = st.ow0 + kDepthwiseStagedRun * group + j;
+              if (ow < g.out[2]) {
+                ++hits[static_cast<std::size_t>((row * g.out[2] + ow) * t.channel_vectors + cv)];
+              }
+            }
+          }
+        }
+        continue;
+      }
       for (int64_t ty = 0; ty < t.spb(); ++ty) {
         for (int64_t tx = 0; tx < t.cvt; ++tx) {
           const DepthwiseItem item = depthwise_item(g, t, tile, tx, ty);
@@ -468,9 +501,10 @@ TEST(ConvTiling, DepthwiseCoversEachOutputOnce) {
   expect_depthwise_coverage(make_problem(conv1d));
 }
 
-// The 2-D suite rows take the blocked variant and the 1-D one the narrow window variant, with
-// enough blocks for 132 SMs; odd shapes, strides and multipliers are covered exactly once by
-// every variant.
+// The 2-D stride-1 suite rows take the staged variant, the stride-2 one the blocked variant and
+// the 1-D one the narrow window variant, with enough blocks for 132 SMs (the 14 x 14 row: one
+// block per 14 x 14 x 32 tile, 96 blocks, the fewest rounds); odd shapes, strides and multipliers
+// are covered exactly once by every variant.
 TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   struct Row {
     Spec spec;
@@ -480,9 +514,9 @@ TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   Spec mamba = depthwise_spec({8, 2048, 8192}, 4, 1, 0);
   mamba.params.padding_lo = {3};
   const Row rows[] = {
-      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseBlocked, 264},
-      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), kDepthwiseBlocked, 264},
-      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), kDepthwiseBlocked, 264},
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseStaged, 264},
+      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), kDepthwiseStaged, 96},
+      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), kDepthwiseStaged, 264},
       {depthwise_spec({8, 56, 56, 144}, 3, 2, 1), kDepthwiseBlocked, 264},
       {mamba, kDepthwiseNarrow, 1000},
   };
@@ -495,8 +529,7 @@ TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
     EXPECT_GE(int64_t{c.grid.x}, r.min_blocks);
     expect_within_limits(c);
   }
-  expect_depthwise_coverage(make_problem(rows[0].spec));
-  expect_depthwise_coverage(make_problem(rows[3].spec));
+  for (const int i : {0, 1, 2, 3}) expect_depthwise_coverage(make_problem(rows[i].spec));
   for (const int64_t stride : {1, 2, 3}) {
     for (const int64_t kernel : {1, 3, 4, 5, 7, 9}) {
       for (const int64_t c : {8, 24, 40}) {
@@ -722,7 +755,7 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     s.params.padding_hi = {3};
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
-    EXPECT_EQ(c.depthwise.variant, kDepthwiseBlocked);
+    EXPECT_EQ(c.depthwise.variant, kDepthwiseStaged);
     EXPECT_EQ(c.vector, 2);
     EXPECT_TRUE(c.depthwise.x_vector);
     expect_within_limits(c);

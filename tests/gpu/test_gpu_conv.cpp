@@ -300,6 +300,44 @@ void expect_auto_kernel(const CallInfo& info, const std::string& own) {
                 << (cudnn_in_auto() ? " or cuda.conv.cudnn" : "") << " (" << info.reason << ")";
 }
 
+#ifdef GEMMKIT_WITH_CUDA
+// Runs case c's prepared problem through the depthwise kernel that depthwise_config picks under
+// GEMMKIT_CONV_DEPTHWISE=`variant` (a direct launch, conv_launch.h: the library reads its
+// settings once per process); returns the output, and the configuration in `config`.
+HostTensor run_depthwise_variant(PreparedConv& prepared, const ConvCase& c, const DtypePair& d,
+                                 const std::string& variant, std::string& config) {
+  using namespace cuda::conv_impl;
+  const detail::ConvProblem p =
+      gemmkit_test::conv_problem(prepared.dx.view, prepared.dw.view,
+                                 c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt,
+                                 prepared.dout.view, c.params);
+  const ConvConfig k = select_conv_config(
+      p, describe_device(0), resolve_request("depthwise", "", -1, "", "", "", variant));
+  config = to_string(k);
+  const ConvGeometry g = normalize(p);
+  ConvPointers ptr;
+  ptr.x = p.x.data;
+  ptr.w = p.weight.data;
+  ptr.bias = c.bias ? p.bias.data : nullptr;
+  ptr.out = p.out.data;
+  return prepared.run([&] {
+    launch_conv_depthwise(g, k.depthwise, k.vector, d.x, d.out, ptr, k.grid, k.smem_bytes, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  });
+}
+
+// The direct kernel's output for case c's prepared problem (algo "reference").
+HostTensor run_reference(PreparedConv& prepared, const ConvCase& c) {
+  return prepared.run([&] {
+    ConvOptions options;
+    options.algo = "reference";
+    conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
+         options);
+    synchronize(kGpu);
+  });
+}
+#endif
+
 // The small-o kernel a call ran, from its reason (conv_config.h's to_string: "small_o=...").
 std::string small_o_variant_of(const CallInfo& info) {
   for (const char* v : {"taps", "mma", "cuda"}) {
@@ -584,6 +622,112 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
   for (const DtypePair& d : pairs) {
     for (const ConvCase& c : cases) run_case(c, d, seed += 10);
   }
+#ifdef GEMMKIT_WITH_CUDA
+  // The depthwise cases again with the staged variant kept out (GEMMKIT_CONV_DEPTHWISE=blocked):
+  // the 16-bit 2-D stride-1 shapes it takes above run the blocked variant here, with the direct
+  // kernel's bits.
+  for (const DtypePair& d : pairs) {
+    for (const ConvCase& c : cases) {
+      if (c.algos != dw) continue;
+      PreparedConv prepared(c, d, seed += 10);
+      const HostTensor direct = run_reference(prepared, c);
+      std::string config;
+      const HostTensor blocked = run_depthwise_variant(prepared, c, d, "blocked", config);
+      EXPECT_EQ(config.find("variant=staged"), std::string::npos) << config;
+      EXPECT_TRUE(gemmkit_test::same_bits(blocked, direct))
+          << label(c, d, "depthwise") << " without the staged variant: " << config;
+    }
+  }
+#endif
+}
+
+// The staged depthwise variant (conv_depthwise_staged.cuh) against the generic direct kernel,
+// bit for bit, and the CPU backend: 3x3 / 5x5 / 7x7, both warp layouts (16- and 32-channel tiles),
+// partial row, column and channel tiles, bias, flip, asymmetric and negative padding, 3-D with one
+// tap along dim 0 (stride and padding there), strided x and out views, blocks of several tiles
+// (two windows in flight, restaging across channel tiles); then an Inf weight, which sends its
+// channel tile down the exact path: still the direct kernel's bits (and the blocked variant's).
+TEST(GpuConv, DepthwiseStagedVariant) {
+  GEMMKIT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  const std::vector<std::string> dw{"reference", "depthwise"};
+  const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
+                             int64_t pad, bool bias) -> ConvCase& {
+    cases.push_back(depthwise_case(name, std::move(x), kernel, 1, pad, pad, 1, bias, dw));
+    return cases.back();
+  };
+  depthwise("staged 7x7 c96 odd sizes", {2, 30, 33, 96}, 7, 3, true);
+  depthwise("staged 7x7 c384 14x14", {2, 14, 14, 384}, 7, 3, false);
+  depthwise("staged 3x3 c144 (MobileNet)", {2, 28, 29, 144}, 3, 1, true);
+  depthwise("staged 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
+  depthwise("staged 3x3 c8 tall", {1, 61, 9, 8}, 3, 1, true);
+  depthwise("staged 3x3 many tiles per block", {3000, 2, 7, 48}, 3, 1, true);
+  {
+    ConvCase& k =
+        depthwise("staged 3x3 flip, asymmetric / negative padding", {2, 12, 19, 16}, 3, 0, true);
+    k.params.padding_lo = {2, -1};
+    k.params.padding_hi = {0, 3};
+    k.params.flip = true;
+  }
+  {
+    ConvCase& k = depthwise("staged 5x5 strided x and out", {2, 12, 13, 32}, 5, 2, true);
+    k.x_layout.pad = {0, 1, 1, 8};
+    k.x_layout.offset = 8;
+    k.out_layout.pad = {0, 0, 1, 2};
+    k.out_layout.offset = 2;
+  }
+  {
+    ConvCase k = make_case("staged 3-D one tap along dim 0", {1, 3, 10, 12, 16}, {16, 1, 5, 5, 1},
+                           dw, "cuda.conv.depthwise");
+    k.params.groups = 16;
+    k.params.stride = {2, 1, 1};
+    k.params.padding_lo = {1, 2, 2};
+    k.params.padding_hi = {1, 2, 2};
+    k.bias = true;
+    cases.push_back(k);
+  }
+  uint64_t seed = 9300;
+  for (const DtypePair& d :
+       {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f32}}) {
+    for (const ConvCase& c : cases) {
+      run_case(c, d, seed += 10);
+      // The depthwise call ran the staged variant.
+      PreparedConv prepared(c, d, seed + 5);
+      CallInfo info;
+      prepared.run([&] {
+        ConvOptions options;
+        options.algo = "depthwise";
+        options.info = &info;
+        conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
+             options);
+        synchronize(kGpu);
+      });
+      EXPECT_NE(info.reason.find("variant=staged"), std::string::npos)
+          << label(c, d, "depthwise") << ": " << info.reason;
+    }
+  }
+
+#ifdef GEMMKIT_WITH_CUDA
+  // An Inf weight (channel 3, first tap: padding for the corner outputs).
+  for (const DtypePair& d :
+       {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f16}}) {
+    const ConvCase c =
+        depthwise_case("staged 7x7 Inf weight", {2, 15, 16, 32}, 7, 1, 3, 3, 1, true, dw);
+    PreparedConv prepared(c, d, seed += 10);
+    const uint16_t inf = d.x == DType::bf16 ? 0x7F80 : 0x7C00;
+    std::memcpy(prepared.w.storage.data() + prepared.w.storage_index({3, 0, 0, 0}) * 2, &inf, 2);
+    prepared.dw.buffer.copy_from_host(prepared.w.storage.data(), prepared.w.storage.size());
+    const HostTensor direct = run_reference(prepared, c);
+    std::string staged_config, blocked_config;
+    const HostTensor staged = run_depthwise_variant(prepared, c, d, "auto", staged_config);
+    EXPECT_NE(staged_config.find("variant=staged"), std::string::npos) << staged_config;
+    EXPECT_TRUE(gemmkit_test::same_bits(staged, direct))
+        << "Inf weight: staged differs from direct";
+    const HostTensor blocked = run_depthwise_variant(prepared, c, d, "blocked", blocked_config);
+    EXPECT_NE(blocked_config.find("variant=blocked"), std::string::npos) << blocked_config;
+    EXPECT_TRUE(gemmkit_test::same_bits(blocked, direct)) << "Inf weight: blocked differs";
+  }
+#endif
 }
 
 // The blocked depthwise kernel's weight staging (whole-tile vector loads, partial last channel
@@ -610,6 +754,21 @@ TEST(GpuConvSanitize, DepthwiseBlockedWeightStaging) {
   for (const DtypePair& d :
        {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f32, DType::f32}})
     for (const ConvCase& c : cases) run_case(c, d, seed += 10);
+}
+
+// The staged depthwise kernel on problems small enough for compute-sanitizer's three tools: a
+// 7x7 tile with padding on every side, and 1200 tiny planes of 48 channels (more tiles than
+// blocks: each block streams its next window in while it computes one, and restages weights).
+TEST(GpuConvSanitize, DepthwiseStaged) {
+  GEMMKIT_REQUIRE_GPU();
+  const std::vector<std::string> dw{"depthwise"};
+  const ConvCase cases[] = {
+      depthwise_case("dw staged 7x7 c32", {1, 15, 16, 32}, 7, 1, 3, 3, 1, true, dw),
+      depthwise_case("dw staged 3x3 two tiles per block", {1200, 2, 7, 48}, 3, 1, 1, 1, 1, false,
+                     dw),
+  };
+  uint64_t seed = 9800;
+  for (const ConvCase& c : cases) run_case(c, DtypePair{DType::bf16, DType::bf16}, seed += 10);
 }
 
 #ifdef GEMMKIT_WITH_CUDA

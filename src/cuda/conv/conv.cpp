@@ -191,7 +191,7 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   const ConvRequest request = resolve_request(
       options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
       detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"),
-      detail::env_setting("GEMMKIT_CONV_SMALL_O"));
+      detail::env_setting("GEMMKIT_CONV_SMALL_O"), detail::env_setting("GEMMKIT_CONV_DEPTHWISE"));
   // The choice for this call shape (kept per process: conv_choice_cache.h), then the config to
   // run and its text: kept with the choice or the race, or built for this call.
   const ConvChoiceKey key = conv_choice_key(problem, dev, device, request);

@@ -33,7 +33,7 @@ struct ConvChoiceKey {
   static constexpr int kMaxNumbers = 112;
   std::array<int64_t, kMaxNumbers> numbers{};
   int count = 0;
-  std::string algo, algo_origin, small_o, cudnn_why_not;
+  std::string algo, algo_origin, small_o, depthwise, cudnn_why_not;
   std::size_t hash = 0;
 
   void push(int64_t value) { numbers.at(static_cast<std::size_t>(count++)) = value; }
@@ -45,7 +45,7 @@ struct ConvChoiceKey {
       }
     }
     return algo == other.algo && algo_origin == other.algo_origin && small_o == other.small_o &&
-           cudnn_why_not == other.cudnn_why_not;
+           depthwise == other.depthwise && cudnn_why_not == other.cudnn_why_not;
   }
 };
 
@@ -95,6 +95,7 @@ inline ConvChoiceKey conv_choice_key(const detail::ConvProblem& p, const DeviceD
   k.algo = request.algo;
   k.algo_origin = request.algo_origin;
   k.small_o = request.small_o;
+  k.depthwise = request.depthwise;
   k.cudnn_why_not = dev.cudnn_why_not;  // constant per process; reasons quote it
   // A multiply-xorshift mix per number (a word at a time: the key is ~100 numbers), then the
   // strings' hashes.
@@ -106,7 +107,8 @@ inline ConvChoiceKey conv_choice_key(const detail::ConvProblem& p, const DeviceD
   for (int i = 0; i < k.count; ++i)
     mix(static_cast<uint64_t>(k.numbers[static_cast<std::size_t>(i)]));
   const std::hash<std::string> text;
-  for (const std::string* part : {&k.algo, &k.algo_origin, &k.small_o, &k.cudnn_why_not}) {
+  for (const std::string* part :
+       {&k.algo, &k.algo_origin, &k.small_o, &k.depthwise, &k.cudnn_why_not}) {
     mix(text(*part));
   }
   k.hash = static_cast<std::size_t>(h);

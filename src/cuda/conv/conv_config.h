@@ -141,6 +141,10 @@ struct ConvRequest {
   // form, else mma, else cuda), "tma" (the TMA form wherever it applies, then as auto), "taps"
   // (the register form, else mma, else cuda), "mma" (mma, else cuda) or "cuda" (CUDA-core only).
   std::string small_o = "auto";
+  // The depthwise variant the depthwise path may take (GEMMKIT_CONV_DEPTHWISE): "auto" (staged,
+  // else blocked, else the window / generic variants), "staged" (the same: staged where it
+  // applies) or "blocked" (never staged).
+  std::string depthwise = "auto";
 };
 
 struct ConvConfig {
@@ -237,6 +241,10 @@ inline bool is_known_algo(const std::string& algo) {
 
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
+inline bool is_depthwise_variant(const std::string& v) {
+  return v == "auto" || v == "staged" || v == "blocked";
+}
+
 inline bool is_small_o_variant(const std::string& v) {
   return v == "auto" || v == "tma" || v == "taps" || v == "mma" || v == "cuda";
 }
@@ -244,11 +252,13 @@ inline bool is_small_o_variant(const std::string& v) {
 // options.algo if set, else GEMMKIT_CONV_ALGO's value `env` if set, else "auto". Unknown names
 // are an Error naming where the value came from. `env_cudnn` is GEMMKIT_CONV_CUDNN: "" or "1"
 // lets auto use cuDNN, "0" keeps auto on the own paths; anything else is an Error.
-// `env_small_o` is GEMMKIT_CONV_SMALL_O ("" = auto; else auto | tma | taps | mma | cuda).
+// `env_small_o` is GEMMKIT_CONV_SMALL_O ("" = auto; else auto | tma | taps | mma | cuda),
+// `env_depthwise` GEMMKIT_CONV_DEPTHWISE ("" = auto; else auto | staged | blocked).
 inline ConvRequest resolve_request(const std::string& option_algo, const std::string& env_algo,
                                    int64_t option_workspace, const std::string& env_workspace_mb,
                                    const std::string& env_cudnn = "",
-                                   const std::string& env_small_o = "") {
+                                   const std::string& env_small_o = "",
+                                   const std::string& env_depthwise = "") {
   ConvRequest r;
   if (!option_algo.empty()) {
     r.algo = option_algo;
@@ -270,6 +280,13 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
                    "'" + env_small_o + "': must be one of auto, tma, taps, mma, cuda");
     }
     r.small_o = env_small_o;
+  }
+  if (!env_depthwise.empty()) {
+    if (!is_depthwise_variant(env_depthwise)) {
+      detail::fail(kOp, "GEMMKIT_CONV_DEPTHWISE",
+                   "'" + env_depthwise + "': must be one of auto, staged, blocked");
+    }
+    r.depthwise = env_depthwise;
   }
   if (option_workspace >= 0) {
     r.workspace_bytes = option_workspace;
@@ -758,6 +775,123 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
          " thread tiles per block";
 }
 
+// Why the staged depthwise variant cannot serve p ("" when it can): 2 or 3 spatial dims with one
+// kernel tap along dim 0, a 3x3, 5x5 or 7x7 kernel, stride 1 and no dilation along the last two
+// dims, multiplier 1, x in 16-byte channel octets (why_not_x_channel_octets) and out suited to
+// 2-channel stores.
+inline std::string why_not_depthwise_staged(const detail::ConvProblem& p, const ConvGeometry& g) {
+  if (p.spatial < 2) return "one spatial dim";
+  if (g.o != g.c) return "a channel multiplier > 1";
+  if (g.kernel[0] != 1) return "more than one kernel tap along the first of 3 spatial dims";
+  if (g.kernel[1] != g.kernel[2] || (g.kernel[2] != 3 && g.kernel[2] != 5 && g.kernel[2] != 7)) {
+    return "a " + std::to_string(g.kernel[1]) + "x" + std::to_string(g.kernel[2]) +
+           " kernel (3x3, 5x5 or 7x7 only)";
+  }
+  for (int d = 1; d < kDims; ++d) {
+    if (g.stride[d] != 1 || g.kdil[d] != 1 || g.idil[d] != 1) {
+      return "a stride or dilation along the last two spatial dims";
+    }
+  }
+  const std::string no_octets = why_not_x_channel_octets(p);
+  if (!no_octets.empty()) return no_octets;
+  // 32-bit offsets inside a plane of x and inside the weight, and 32-bit window coordinates.
+  const double x_span = static_cast<double>(g.in[1] - 1) * static_cast<double>(g.x_stride[2]) +
+                        static_cast<double>(g.in[2] - 1) * static_cast<double>(g.x_stride[3]) +
+                        static_cast<double>(g.c);
+  const double w_span =
+      static_cast<double>(g.o - 1) * static_cast<double>(g.w_stride[0]) +
+      static_cast<double>(g.kernel[1] - 1) * static_cast<double>(std::abs(g.w_stride[2])) +
+      static_cast<double>(g.kernel[2] - 1) * static_cast<double>(std::abs(g.w_stride[3]));
+  const auto reach = [&](int d) {
+    return g.in[d] + g.out[d] + std::abs(g.pad_lo[d]) +
+           2 * kDepthwiseStagedRun * kDepthwiseStagedMaxWarps;
+  };
+  if (x_span >= static_cast<double>(kMaxInt32) || w_span >= static_cast<double>(kMaxInt32) ||
+      reach(1) > kMaxInt32 / 2 || reach(2) > kMaxInt32 / 2) {
+    return "a plane of x or the weight spans 2^31 or more elements";
+  }
+  if (channel_stride(p.out) != 1 || pointer_alignment(p.out.data) < 2 * elem_size(p.out.dtype) ||
+      !outer_strides_multiple_of(p.out, 2)) {
+    return "out not suited to 2-channel stores";
+  }
+  return "";
+}
+
+// Plans the staged variant: of the tilings with 4 thread tiles per warp row (16-channel tiles) or
+// 2 (32-channel tiles) and 1-8 warps per block (the smem of each within 48 KiB), the one with the
+// lowest estimated time per SM, in warp instructions: the larger of
+//   issue    the fullest SM's blocks x each block's instructions / 4 schedulers: its thread tiles
+//            (2 x 7 outputs x k^2 FMAs x 2 channels at ~1.3 instructions each, plus stores), its
+//            window's 16-byte copies and its weight staging;
+//   latency  rounds of resident blocks x a thread tile's instructions x 2 cycles (a warp alone
+//            issues about every other cycle: small problems wait on one tile's chain);
+// ties going to the least work in all (padding of every kind counts as work). Returns a
+// description for the reason.
+inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDescription& dev,
+                                         int64_t grid_cap, DepthwiseTiling& t) {
+  const int64_t k = g.kernel[2];
+  const int64_t planes = g.batch * g.out[0];
+  const int64_t row_pairs = ceil_div(g.out[1], int64_t{kDepthwiseStagedRows});
+  const int64_t runs = ceil_div(g.out[2], int64_t{kDepthwiseStagedRun});
+  const int64_t cap = std::max<int64_t>(1, std::min(grid_cap, kMaxGridX));
+  const double thread_tile =
+      1.3 * 2 * kDepthwiseStagedRows * kDepthwiseStagedRun * static_cast<double>(k * k) + 150;
+  constexpr double kChunkCost = 25;   // instructions per 16-byte copy (32 per warp instruction)
+  constexpr double kWeightCost = 25;  // instructions per staged weight (32 per warp instruction)
+  bool have = false;
+  double best_cost = 0, best_work = 0;
+  DepthwiseTiling best;
+  for (const int64_t groups : {int64_t{4}, int64_t{2}}) {
+    for (int64_t warps = 1; warps <= kDepthwiseStagedMaxWarps; ++warps) {
+      DepthwiseTiling c;
+      c.variant = kDepthwiseStaged;
+      c.run = kDepthwiseStagedRun;
+      c.th = kDepthwiseStagedRows;
+      c.cvt = 32 / groups;
+      c.rows_per_block = warps;
+      c.runs_per_block = groups;
+      c.channel_vectors = g.c / 2;
+      c.channel_tiles = ceil_div(g.c, depthwise_staged_channels(c));
+      c.runs_per_row = runs;
+      c.row_tiles = ceil_div(row_pairs, warps);
+      c.col_tiles = ceil_div(runs, groups);
+      c.spatial_tiles = planes * c.row_tiles * c.col_tiles;
+      c.x_vector = true;
+      c.tiles_per_block = ceil_div(c.tiles(), cap);
+      const int64_t smem = depthwise_staged_smem_bytes(g, c);
+      if (smem > kMaxKernelSmem) continue;
+      const int64_t threads = 32 * warps;
+      const int64_t resident =
+          std::min({int64_t{2048} / threads, 65536 / (kDepthwiseStagedRegisters * threads),
+                    dev.shared_per_multiprocessor / (smem + 1024), int64_t{32}});
+      if (resident < 1) continue;
+      const int64_t blocks = ceil_div(c.tiles(), c.tiles_per_block);
+      const int64_t per_sm = ceil_div(blocks, int64_t{dev.multiprocessors});
+      const double tiles = static_cast<double>(c.tiles_per_block);
+      const double block_cost =
+          tiles * (static_cast<double>(warps) * thread_tile +
+                   static_cast<double>(depthwise_staged_window_chunks(g, c)) * kChunkCost / 32) +
+          static_cast<double>(k * k * depthwise_staged_channels(c)) * kWeightCost / 32;
+      const double issue = static_cast<double>(per_sm) * block_cost / 4;
+      const double latency =
+          static_cast<double>(ceil_div(per_sm, resident)) * tiles * thread_tile * 2;
+      const double cost = std::max(issue, latency);
+      const double work = static_cast<double>(blocks) * block_cost;
+      if (!have || cost < best_cost * 0.999 || (cost <= best_cost * 1.001 && work < best_work)) {
+        best = c;
+        best_cost = cost;
+        best_work = work;
+        have = true;
+      }
+    }
+  }
+  t = best;
+  return std::to_string(depthwise_staged_channels(t)) + "-channel tiles of " +
+         std::to_string(kDepthwiseStagedRows * t.rows_per_block) + " x " +
+         std::to_string(kDepthwiseStagedRun * t.runs_per_block) + " outputs (" +
+         std::to_string(t.rows_per_block) + " warps), " + std::to_string(t.tiles()) + " tiles";
+}
+
 // Depthwise kernel (conv_depthwise.cuh). Variant, first that applies (DepthwiseTiling):
 //   blocked 2-D / 3-D, kernel width 3, 5 or 7, last-dim stride 1 or 2, no dilation along the last
 //           two dims (why_not_depthwise_blocked): a th x tw register tile of 2 channels
@@ -773,7 +907,8 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
 // spatial tile and grid: depthwise_layout. Every variant: block b takes tiles_per_block
 // consecutive tiles, so that the grid stays within max_blocks(dev).
 inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDescription& dev,
-                                   const std::string& algo, const std::string& reason) {
+                                   const std::string& algo, const std::string& reason,
+                                   const std::string& variant = "auto") {
   ConvConfig c;
   c.path = ConvPath::depthwise;
   c.algo = algo;
@@ -800,6 +935,22 @@ inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDes
     c.tile = t.run;
     c.block = static_cast<int>(t.threads());
   };
+  if (variant != "blocked") {
+    const std::string no_staged = why_not_depthwise_staged(p, g);
+    if (no_staged.empty()) {
+      const std::string shape = plan_depthwise_staged(g, dev, c.grid_cap, t);
+      c.grid.x = static_cast<uint32_t>(ceil_div(t.tiles(), t.tiles_per_block));
+      c.vector = 2;
+      c.tile = t.run;
+      c.block = static_cast<int>(32 * t.rows_per_block);
+      c.smem_bytes = depthwise_staged_smem_bytes(g, t);
+      c.reason += "; staged variant: " + shape;
+      return c;
+    }
+    c.reason += "; not the staged variant: " + no_staged;
+  } else {
+    c.reason += "; not the staged variant: GEMMKIT_CONV_DEPTHWISE=blocked";
+  }
   {
     DepthwiseTiling blocked;
     blocked.run = depthwise_blocked_tw(g.kernel[2], g.stride[2]);

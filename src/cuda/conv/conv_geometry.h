@@ -256,6 +256,10 @@ GEMMKIT_CONV_HD bool unfold_source(const ConvGeometry& g, int64_t row0, int64_t 
 //   kDepthwiseBlocked  2-D and 3-D: kernel width 3, 5 or 7, stride 1 or 2 along the last dim,
 //                      no dilation along the last two dims (dim 0: anything); th x run register
 //                      tile, 32-bit offsets inside a plane (depthwise_blocked_offsets_fit)
+//   kDepthwiseStaged   2-D (one tap along dim 0), square 3x3 / 5x5 / 7x7 kernels, stride 1, no
+//                      dilation along the last two dims, multiplier 1, 16-bit x in 16-byte channel
+//                      octets: each block's input window staged by cp.async (zeros outside x),
+//                      2 x 7 outputs x 2 channels per thread (conv_depthwise_staged.cuh)
 // The narrow / wide window variants need multiplier 1 and x suited to `vector`-element loads;
 // they keep one kernel row of weights in registers and stream the row's input window once. The
 // blocked variant takes any multiplier (vector 1 then) and is the one for every 2-D layer.
@@ -263,6 +267,7 @@ constexpr int kDepthwiseGeneric = 0;
 constexpr int kDepthwiseNarrow = 1;
 constexpr int kDepthwiseWide = 2;
 constexpr int kDepthwiseBlocked = 3;
+constexpr int kDepthwiseStaged = 4;
 
 inline const char* depthwise_variant_name(int variant) {
   switch (variant) {
@@ -274,6 +279,8 @@ inline const char* depthwise_variant_name(int variant) {
       return "wide";
     case kDepthwiseBlocked:
       return "blocked";
+    case kDepthwiseStaged:
+      return "staged";
   }
   return "?";
 }
@@ -424,6 +431,90 @@ inline bool depthwise_blocked_offsets_fit(const ConvGeometry& g, const Depthwise
                           static_cast<double>(g.out[2] - 1) * static_cast<double>(g.out_stride[3]) +
                           static_cast<double>(g.o - 1) * static_cast<double>(g.out_stride[4]);
   return x_span < static_cast<double>(kMaxInt32) && out_span < static_cast<double>(kMaxInt32);
+}
+
+// ---- Staged depthwise variant (conv_depthwise_staged.cuh) --------------------------------------
+// A thread owns 2 channels x kDepthwiseStagedRows output rows x kDepthwiseStagedRun output
+// columns. A warp is cvt = 32 / groups channel pairs x `groups` (runs_per_block: 4 or 2) thread
+// tiles side by side along the row; the block's warps (rows_per_block) stack along the rows. So a
+// block tile is 2 * cvt channels x 2 * warps rows x 7 * groups columns of one plane, and its
+// input window (2 * warps + k - 1) x (7 * groups + k - 1) pixels of those channels, 16-byte
+// chunks of 8 channels. Seven columns per thread tile: a warp's thread tiles start 7 pixels
+// apart, so with 32-byte (groups 4) or 64-byte (groups 2) staged pixels their 4-byte reads of one
+// window column fall on distinct banks; and 7 divides the widths of ConvNeXt / MobileNet stages.
+constexpr int kDepthwiseStagedRun = 7;
+constexpr int kDepthwiseStagedRows = 2;
+constexpr int kDepthwiseStagedMaxWarps = 8;
+
+// Registers per thread the staged kernels are held to (__maxnreg__), which the planner's count of
+// resident warps uses: 21 warps per SM, 3 blocks of 7. The FMA loop needs ~85; uncapped, ptxas
+// spent up to 111 on the staging loops, which cost a block per SM.
+constexpr int kDepthwiseStagedRegisters = 96;
+
+GEMMKIT_CONV_HD int64_t depthwise_staged_channels(const DepthwiseTiling& t) {
+  return 2 * t.cvt;  // channels of a tile: 32 (groups 2) or 16 (groups 4)
+}
+GEMMKIT_CONV_HD int64_t depthwise_staged_window_rows(const ConvGeometry& g,
+                                                     const DepthwiseTiling& t) {
+  return kDepthwiseStagedRows * t.rows_per_block + g.kernel[1] - 1;
+}
+GEMMKIT_CONV_HD int64_t depthwise_staged_window_cols(const ConvGeometry& g,
+                                                     const DepthwiseTiling& t) {
+  return kDepthwiseStagedRun * t.runs_per_block + g.kernel[2] - 1;
+}
+// 16-byte chunks of one staged window (pixels x channels / 8).
+GEMMKIT_CONV_HD int64_t depthwise_staged_window_chunks(const ConvGeometry& g,
+                                                       const DepthwiseTiling& t) {
+  return depthwise_staged_window_rows(g, t) * depthwise_staged_window_cols(g, t) *
+         (depthwise_staged_channels(t) / 8);
+}
+// Shared memory: one window (two when a block takes several tiles: the next one is staged while
+// the current one is computed), then the channel tile's weights as fp32 [tap][channel].
+GEMMKIT_CONV_HD int64_t depthwise_staged_buffers(const DepthwiseTiling& t) {
+  return t.tiles_per_block > 1 ? 2 : 1;
+}
+GEMMKIT_CONV_HD int64_t depthwise_staged_smem_bytes(const ConvGeometry& g,
+                                                    const DepthwiseTiling& t) {
+  return depthwise_staged_buffers(t) * depthwise_staged_window_chunks(g, t) * 16 +
+         g.kernel[1] * g.kernel[2] * depthwise_staged_channels(t) * 4;
+}
+
+// Block tile `tile` (channel tile outermost, then plane, row tile, column tile): first channel,
+// plane (n, d0), first output row and column, the input coordinates of the window's pixel (0, 0)
+// (padding when negative), and the plane's input index along dim 0 (plane_ok false: the plane
+// reads padding, every staged pixel is zero). The divisions run in `I`: the kernel takes 32-bit
+// ones when every count fits (depthwise_staged_decode32: a 64-bit division costs ~70
+// instructions).
+struct DepthwiseStagedTile {
+  int64_t channel_tile = 0, c0 = 0, n = 0, d0 = 0, oh0 = 0, ow0 = 0, ih0 = 0, iw0 = 0, i0 = 0;
+  bool plane_ok = false;
+};
+template <typename I = int64_t>
+GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_staged_tile(const ConvGeometry& g,
+                                                          const DepthwiseTiling& t, int64_t tile) {
+  DepthwiseStagedTile s;
+  I rest = static_cast<I>(tile);
+  const I col_tile = rest % static_cast<I>(t.col_tiles);
+  rest /= static_cast<I>(t.col_tiles);
+  const I row_tile = rest % static_cast<I>(t.row_tiles);
+  rest /= static_cast<I>(t.row_tiles);
+  const I planes = static_cast<I>(g.batch * g.out[0]);
+  const I plane = rest % planes;
+  s.channel_tile = static_cast<int64_t>(rest / planes);
+  s.d0 = static_cast<int64_t>(plane % static_cast<I>(g.out[0]));
+  s.n = static_cast<int64_t>(plane / static_cast<I>(g.out[0]));
+  s.c0 = s.channel_tile * depthwise_staged_channels(t);
+  s.oh0 = static_cast<int64_t>(row_tile) * t.rows_per_block * kDepthwiseStagedRows;
+  s.ow0 = static_cast<int64_t>(col_tile) * t.runs_per_block * kDepthwiseStagedRun;
+  s.ih0 = s.oh0 - g.pad_lo[1];
+  s.iw0 = s.ow0 - g.pad_lo[2];
+  s.plane_ok = tap_source(g, 0, s.d0, 0, s.i0);
+  if (!s.plane_ok) s.i0 = 0;
+  return s;
+}
+// Whether every tile index (and so every count it is divided by) fits 32-bit unsigned division.
+GEMMKIT_CONV_HD bool depthwise_staged_decode32(const DepthwiseTiling& t) {
+  return t.tiles() <= 0xffffffffll;
 }
 
 // ---- Small-o tiling ---------------------------------------------------------------------------

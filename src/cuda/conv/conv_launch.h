@@ -38,6 +38,12 @@ void launch_conv_depthwise_blocked(const ConvGeometry& g, const DepthwiseTiling&
                                    DType x_dtype, DType out_dtype, const ConvPointers& ptr,
                                    LaunchGrid grid, int64_t smem_bytes, cudaStream_t stream);
 
+// conv_depthwise_staged.cuh (called by launch_conv_depthwise): blockDim 32 * t.rows_per_block,
+// smem_bytes = depthwise_staged_smem_bytes(g, t).
+void launch_conv_depthwise_staged(const ConvGeometry& g, const DepthwiseTiling& t, DType x_dtype,
+                                  DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
+                                  int64_t smem_bytes, cudaStream_t stream);
+
 // conv_small_o.cuh.
 void launch_conv_small_o(const ConvGeometry& g, const SmallOTiling& t, int vector, DType x_dtype,
                          DType out_dtype, const ConvPointers& ptr, LaunchGrid grid, int block,

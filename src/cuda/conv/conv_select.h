@@ -75,12 +75,13 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   const std::string no_depthwise = why_not_depthwise(p);
   if (algo == "depthwise") {
     if (!no_depthwise.empty()) cannot(no_depthwise);
-    return depthwise_config(p, dev, algo, "algo 'depthwise' requested");
+    return depthwise_config(p, dev, algo, "algo 'depthwise' requested", request.depthwise);
   }
   const std::string no_small_o = why_not_small_o(p, dev, request.small_o);
   if (algo == "direct") {
     if (no_depthwise.empty())
-      return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)");
+      return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)",
+                              request.depthwise);
     if (no_small_o.empty())
       return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)",
                             request.small_o);
@@ -126,7 +127,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   // auto: the own path that fits, then cuDNN instead where it is faster.
   const auto own_auto = [&]() -> ConvConfig {
     if (no_depthwise.empty()) {
-      return depthwise_config(p, dev, algo, "groups == c: depthwise kernel");
+      return depthwise_config(p, dev, algo, "groups == c: depthwise kernel", request.depthwise);
     }
     if (no_small_o.empty()) {
       return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel", request.small_o);
