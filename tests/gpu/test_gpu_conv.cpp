@@ -300,6 +300,21 @@ void expect_auto_kernel(const CallInfo& info, const std::string& own) {
                 << (cudnn_in_auto() ? " or cuda.conv.cudnn" : "") << " (" << info.reason << ")";
 }
 
+// Runs case c's prepared problem through conv() with options.algo = `algo` (and the case's
+// workspace bound), waits, returns the output; `info` receives the call's CallInfo.
+HostTensor run_algo(PreparedConv& prepared, const ConvCase& c, const std::string& algo,
+                    CallInfo* info = nullptr) {
+  return prepared.run([&] {
+    ConvOptions options;
+    options.algo = algo;
+    options.workspace_bytes = c.workspace_bytes;
+    options.info = info;
+    conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
+         options);
+    synchronize(kGpu);
+  });
+}
+
 #ifdef GEMMKIT_WITH_CUDA
 // Runs case c's prepared problem through the depthwise kernel that depthwise_config picks under
 // GEMMKIT_CONV_DEPTHWISE=`variant` (a direct launch, conv_launch.h: the library reads its
@@ -326,16 +341,6 @@ HostTensor run_depthwise_variant(PreparedConv& prepared, const ConvCase& c, cons
   });
 }
 
-// The direct kernel's output for case c's prepared problem (algo "reference").
-HostTensor run_reference(PreparedConv& prepared, const ConvCase& c) {
-  return prepared.run([&] {
-    ConvOptions options;
-    options.algo = "reference";
-    conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
-         options);
-    synchronize(kGpu);
-  });
-}
 #endif
 
 // The small-o kernel a call ran, from its reason (conv_config.h's to_string: "small_o=...").
@@ -370,15 +375,7 @@ void expect_small_o_variant(const ConvCase& c, const DtypePair& d, const CallInf
 void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
   PreparedConv prepared(c, d, seed);
   const auto run = [&](const std::string& algo, CallInfo& info) {
-    return prepared.run([&] {
-      ConvOptions options;
-      options.algo = algo;
-      options.workspace_bytes = c.workspace_bytes;
-      options.info = &info;
-      conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
-           options);
-      synchronize(kGpu);
-    });
+    return run_algo(prepared, c, algo, &info);
   };
 
   std::vector<std::string> algos{"auto"};
@@ -630,7 +627,7 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
     for (const ConvCase& c : cases) {
       if (c.algos != dw) continue;
       PreparedConv prepared(c, d, seed += 10);
-      const HostTensor direct = run_reference(prepared, c);
+      const HostTensor direct = run_algo(prepared, c, "reference");
       std::string config;
       const HostTensor blocked = run_depthwise_variant(prepared, c, d, "blocked", config);
       EXPECT_EQ(config.find("variant=staged"), std::string::npos) << config;
@@ -694,14 +691,7 @@ TEST(GpuConv, DepthwiseStagedVariant) {
       // The depthwise call ran the staged variant.
       PreparedConv prepared(c, d, seed + 5);
       CallInfo info;
-      prepared.run([&] {
-        ConvOptions options;
-        options.algo = "depthwise";
-        options.info = &info;
-        conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
-             options);
-        synchronize(kGpu);
-      });
+      run_algo(prepared, c, "depthwise", &info);
       EXPECT_NE(info.reason.find("variant=staged"), std::string::npos)
           << label(c, d, "depthwise") << ": " << info.reason;
     }
@@ -717,7 +707,7 @@ TEST(GpuConv, DepthwiseStagedVariant) {
     const uint16_t inf = d.x == DType::bf16 ? 0x7F80 : 0x7C00;
     std::memcpy(prepared.w.storage.data() + prepared.w.storage_index({3, 0, 0, 0}) * 2, &inf, 2);
     prepared.dw.buffer.copy_from_host(prepared.w.storage.data(), prepared.w.storage.size());
-    const HostTensor direct = run_reference(prepared, c);
+    const HostTensor direct = run_algo(prepared, c, "reference");
     std::string staged_config, blocked_config;
     const HostTensor staged = run_depthwise_variant(prepared, c, d, "auto", staged_config);
     EXPECT_NE(staged_config.find("variant=staged"), std::string::npos) << staged_config;
@@ -1198,16 +1188,7 @@ bool run_cudnn_case(const ConvCase& c, const DtypePair& d, uint64_t seed, bool t
   const std::string what = label(c, d, "cudnn");
   SCOPED_TRACE(what);
   PreparedConv prepared(c, d, seed);
-  const auto run = [&](CallInfo& info) {
-    return prepared.run([&] {
-      ConvOptions options;
-      options.algo = "cudnn";
-      options.info = &info;
-      conv(prepared.dx.view, prepared.dw.view, prepared.device_bias, prepared.dout.view, c.params,
-           options);
-      synchronize(kGpu);
-    });
-  };
+  const auto run = [&](CallInfo& info) { return run_algo(prepared, c, "cudnn", &info); };
   CallInfo info;
   HostTensor first;
   try {
