@@ -89,16 +89,18 @@ TEST(ConvDepthwiseStaged, WhatTakesIt) {
 }
 
 // The suite rows' tilings (conv-models.csv): whole 7-column thread tiles of the 56- and 14-wide
-// planes, no padded channel tile, and the issue / latency estimate's choices.
+// planes, no padded channel tile, the issue / latency estimate's choices, and two tiles per
+// block where there are at least 4 per SM.
 TEST(ConvDepthwiseStaged, SuiteRows) {
   struct Row {
     Spec spec;
-    int64_t channels, rows, cols;
+    int64_t channels, rows, cols, tiles_per_block;
   };
   const Row rows[] = {
-      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), 16, 14, 28},   // 384 tiles of 7 warps
-      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), 32, 14, 14},  // one tile per plane and 32 ch.
-      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), 16, 8, 28},   // 1008 tiles of 4 warps
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), 16, 14, 28, 1},   // 384 tiles of 7 warps
+      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), 32, 14, 14, 1},  // a tile per plane and 32 ch.
+      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), 16, 8, 28, 2},   // 1008 tiles of 4 warps: 2 per
+                                                                   // block (>= 4 per SM)
   };
   for (const Row& r : rows) {
     const ConvProblem p = make_problem(r.spec);
@@ -110,8 +112,9 @@ TEST(ConvDepthwiseStaged, SuiteRows) {
     EXPECT_EQ(kDepthwiseStagedRows * t.rows_per_block, r.rows);
     EXPECT_EQ(kDepthwiseStagedRun * t.runs_per_block, r.cols);
     EXPECT_EQ(p.out_channels % depthwise_staged_channels(t), 0);
-    EXPECT_EQ(t.tiles_per_block, 1);
-    EXPECT_EQ(depthwise_staged_buffers(t), 1);
+    EXPECT_EQ(t.tiles_per_block, r.tiles_per_block);
+    EXPECT_EQ(depthwise_staged_buffers(t), r.tiles_per_block);
+    EXPECT_EQ(int64_t{c.grid.x}, ceil_div(t.tiles(), t.tiles_per_block));
   }
 }
 
