@@ -18,9 +18,15 @@
 //   acc[2][7][2]  (rows, columns, channels)
 // and walks the k + 1 window rows of its two output rows; each window column is one 4-byte shared
 // load (its 2 channels) and two widenings, reused by up to 2 x 7 outputs. 7x7: 13 columns, 14
-// weight pairs (LDS.64) and 196 FMAs per inner row, ~1.3 instructions per FMA; no edge tiles.
+// weight pairs (LDS.64) and 196 FMAs per inner row (254 instructions); no edge tiles. The middle
+// window rows are a rolled loop (unrolled, the tile overflowed the instruction cache).
 // Shared reads are conflict-free: a warp reads one window row, its thread tiles 7 pixels apart
 // (32- or 64-byte pixels: distinct banks), its channel pairs side by side.
+//
+// When it wins (H200, docs/perf.md): over the blocked variant on every 2-D stride-1 row measured
+// (ConvNeXt 7x7 c96 14.5 against 18.6 us, c384 7.1 against 8.7, MobileNet 3x3 c144 8.4 against
+// 12.2), and 1.6x faster than cuDNN on the 7x7 rows; at 1.97 instructions per FMA and ~12
+// resident warps per SM it is bound by issue and latency, not bytes.
 //
 // Contract (plan_depthwise_staged, depthwise_config): blockDim.x = 32 * t.rows_per_block;
 // cvt = 32 / kGroups; dynamic shared memory depthwise_staged_smem_bytes(g, t) <= 48 KiB; x
