@@ -151,18 +151,26 @@ __device__ __forceinline__ void stage_depthwise_weights(const ConvGeometry& g, i
 
 // ---- Blocked variant (kDepthwiseBlocked) ------------------------------------------------------
 
-// kV channels of the input column at `p` (its first channel) as fp32. bf16 pairs widen with a
-// shift and a mask (exact), f16 pairs with two conversions, f32 pairs are one 8-byte load.
-template <typename T, int kV>
-__device__ __forceinline__ void load_column(const T* p, float (&xv)[kV]) {
-  if constexpr (kV == 2 && std::is_same_v<T, __nv_bfloat16>) {
-    const uint32_t raw = __ldg(reinterpret_cast<const unsigned int*>(p));
+// The two 16-bit channels of the 4-byte word `raw` as fp32 (exact): bf16 widens with a shift and
+// a mask, f16 with two conversions.
+template <typename T>
+__device__ __forceinline__ void widen_pair(uint32_t raw, float (&xv)[2]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     xv[0] = __uint_as_float(raw << 16);
     xv[1] = __uint_as_float(raw & 0xffff0000u);
-  } else if constexpr (kV == 2 && std::is_same_v<T, __half>) {
-    const float2 f = __half22float2(__ldg(reinterpret_cast<const __half2*>(p)));
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&raw));
     xv[0] = f.x;
     xv[1] = f.y;
+  }
+}
+
+// kV channels of the input column at `p` (its first channel) as fp32: a 16-bit pair is one
+// 4-byte load (widen_pair), an f32 pair one 8-byte load.
+template <typename T, int kV>
+__device__ __forceinline__ void load_column(const T* p, float (&xv)[kV]) {
+  if constexpr (kV == 2 && sizeof(T) == 2) {
+    widen_pair<T>(__ldg(reinterpret_cast<const unsigned int*>(p)), xv);
   } else if constexpr (kV == 2) {
     const float2 f = __ldg(reinterpret_cast<const float2*>(p));
     xv[0] = f.x;

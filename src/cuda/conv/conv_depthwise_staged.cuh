@@ -106,19 +106,6 @@ __device__ __forceinline__ bool depthwise_staged_load_weights(const ConvGeometry
   return non_finite;
 }
 
-// The two channels of a staged 16-bit pair as fp32 (exact).
-template <typename T>
-__device__ __forceinline__ void widen_pair(uint32_t raw, float (&xv)[2]) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    xv[0] = __uint_as_float(raw << 16);
-    xv[1] = __uint_as_float(raw & 0xffff0000u);
-  } else {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&raw));
-    xv[0] = f.x;
-    xv[1] = f.y;
-  }
-}
-
 // The FMAs of window row ir for output rows [kR0, kR1) of a thread tile (x_s: its pixel (0, 0),
 // channel pair; w_s: its channel pair of tap 0): output row r takes kernel row ir - r, whose kK
 // weight pairs it loads first; column u feeds output column j at tap u - j, so per output the
