@@ -811,6 +811,20 @@ struct SmallODirect {
   }
 };
 
+// A case for the small-o direct-launch tests (no algos of its own): padding, bias, and the same
+// stride and kernel dilation along every spatial dim.
+ConvCase direct_launch_case(const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
+                            int64_t pad_lo, int64_t pad_hi, bool bias, int64_t stride = 1,
+                            int64_t dilation = 1) {
+  ConvCase k = make_case(name, std::move(x), std::move(w), {});
+  k.params.padding_lo = {pad_lo};
+  k.params.padding_hi = {pad_hi};
+  k.params.stride = {stride};
+  k.params.kernel_dilation = {dilation};
+  k.bias = bias;
+  return k;
+}
+
 // The taps kernel launched directly (conv_launch.h) next to the tensor-core region kernel on
 // problems both serve: the same products (same k-slot permutation) summed in the same order
 // (per tap, 32-channel chunks ascending, two k-steps each; then taps row-major, + bias), so the
@@ -822,11 +836,7 @@ TEST(GpuConv, SmallOTapsKernelBitsAndGrids) {
   std::vector<ConvCase> cases;
   const auto add = [&](const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
                        int64_t pad_lo, int64_t pad_hi, bool bias) {
-    ConvCase k = make_case(name, std::move(x), std::move(w), {});
-    k.params.padding_lo = {pad_lo};
-    k.params.padding_hi = {pad_hi};
-    k.bias = bias;
-    cases.push_back(k);
+    cases.push_back(direct_launch_case(name, std::move(x), std::move(w), pad_lo, pad_hi, bias));
   };
   add("conv_out c128 o3 bias", {1, 45, 70, 128}, {3, 3, 3, 128}, 1, 1, true);
   add("o1 c40 batch 2", {2, 17, 33, 40}, {1, 3, 3, 40}, 1, 1, false);
@@ -873,13 +883,8 @@ TEST(GpuConv, SmallOTapsTmaFormMatchesTheRegisterForm) {
   const auto add = [&](const std::string& name, std::vector<int64_t> x, std::vector<int64_t> w,
                        int64_t pad_lo, int64_t pad_hi, int64_t stride, int64_t dilation,
                        bool bias) {
-    ConvCase k = make_case(name, std::move(x), std::move(w), {});
-    k.params.padding_lo = {pad_lo};
-    k.params.padding_hi = {pad_hi};
-    k.params.stride = {stride};
-    k.params.kernel_dilation = {dilation};
-    k.bias = bias;
-    cases.push_back(k);
+    cases.push_back(direct_launch_case(name, std::move(x), std::move(w), pad_lo, pad_hi, bias,
+                                       stride, dilation));
   };
   add("conv_out c128 o3 bias", {1, 45, 70, 128}, {3, 3, 3, 128}, 1, 1, 1, 1, true);
   add("conv_out 200x200", {1, 200, 200, 128}, {3, 3, 3, 128}, 1, 1, 1, 1, true);
