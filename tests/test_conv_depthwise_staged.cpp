@@ -51,6 +51,14 @@ TEST(ConvDepthwiseStaged, WhatTakesIt) {
     EXPECT_EQ(c.block, 32 * c.depthwise.rows_per_block);
     EXPECT_LE(c.depthwise.rows_per_block, kDepthwiseStagedMaxWarps);
   }
+  // Weights staged as 16-byte vectors where each channel tile's weights are one aligned run of w.
+  {
+    const Spec s = depthwise_spec({8, 56, 56, 96}, 7, 1, 3);
+    ConvProblem p = make_problem(s);
+    EXPECT_EQ(select_conv_config(p, kH200, request()).depthwise.w_vector_bytes, 16);
+    p.weight.data = static_cast<char*>(const_cast<void*>(p.weight.data)) + 2;  // 2-byte aligned
+    EXPECT_EQ(select_conv_config(p, kH200, request()).depthwise.w_vector_bytes, 0);
+  }
   // GEMMKIT_CONV_DEPTHWISE=blocked keeps it out.
   const ConvConfig blocked = variant(depthwise_spec({8, 56, 56, 96}, 7, 1, 3), "blocked");
   EXPECT_EQ(blocked.depthwise.variant, kDepthwiseBlocked);
@@ -95,12 +103,15 @@ TEST(ConvDepthwiseStaged, SuiteRows) {
   struct Row {
     Spec spec;
     int64_t channels, rows, cols, tiles_per_block;
+    int registers;
   };
   const Row rows[] = {
-      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), 16, 14, 28, 1},   // 384 tiles of 7 warps
-      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), 32, 14, 14, 1},  // a tile per plane and 32 ch.
-      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), 16, 8, 28, 2},   // 1008 tiles of 4 warps: 2 per
-                                                                   // block (>= 4 per SM)
+      // 384 tiles of 7 warps: two waves at 96 registers (2 blocks per SM), one at 80 (3).
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), 16, 14, 28, 1, kDepthwiseStagedLeanRegisters},
+      // A tile per plane and 32 channels: 96 blocks, under a wave either way.
+      {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), 32, 14, 14, 1, kDepthwiseStagedRegisters},
+      // 1008 tiles of 4 warps, 2 per block (>= 4 per SM): 504 blocks, 5 per SM at 96 registers.
+      {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), 16, 8, 28, 2, kDepthwiseStagedRegisters},
   };
   for (const Row& r : rows) {
     const ConvProblem p = make_problem(r.spec);
@@ -115,7 +126,22 @@ TEST(ConvDepthwiseStaged, SuiteRows) {
     EXPECT_EQ(t.tiles_per_block, r.tiles_per_block);
     EXPECT_EQ(depthwise_staged_buffers(t), r.tiles_per_block);
     EXPECT_EQ(int64_t{c.grid.x}, ceil_div(t.tiles(), t.tiles_per_block));
+    EXPECT_EQ(t.registers, r.registers);
   }
+}
+
+// Resident blocks by registers, as cuda_occupancy.h counts them: warps take their registers from
+// one of 4 sub-partitions of 16 K, in units of 256 per warp.
+TEST(ConvDepthwiseStaged, BlocksPerSmByRegisters) {
+  EXPECT_EQ(blocks_per_sm_by_registers(96, 224), 2);  // 5 warps per sub-partition: 20 / 7
+  EXPECT_EQ(blocks_per_sm_by_registers(80, 224), 3);  // 6: 24 / 7
+  EXPECT_EQ(blocks_per_sm_by_registers(96, 128), 5);
+  EXPECT_EQ(blocks_per_sm_by_registers(96, 192), 3);
+  EXPECT_EQ(blocks_per_sm_by_registers(88, 224), 2);  // 2816 per warp: still 5 per sub-partition
+  EXPECT_EQ(blocks_per_sm_by_registers(32, 1024), 2);
+  EXPECT_EQ(blocks_per_sm_by_registers(255, 256), 1);  // 8160 -> 8192 per warp: 2 per partition
+  EXPECT_EQ(blocks_per_sm_by_registers(255, 512), 0);
+  EXPECT_EQ(blocks_per_sm_by_registers(1, 32), 256);  // the register bound alone (64 warps bind)
 }
 
 // ---- Emulation --------------------------------------------------------------------------------
@@ -177,7 +203,7 @@ void emulate_staged(const Spec& s, const DeviceDescription& dev, uint64_t seed,
 
   std::vector<int> written(static_cast<std::size_t>(g.batch * g.out[0] * g.out[1] * g.out[2] * g.o),
                            0);
-  int64_t mismatches = 0, exact_tiles = 0;
+  int64_t mismatches = 0, exact_tiles = 0, run_tiles = 0;
   for (int64_t b = 0; b < int64_t{c.grid.x}; ++b) {
     const int64_t first = b * t.tiles_per_block;
     const int64_t last = std::min(first + t.tiles_per_block, t.tiles());
@@ -214,6 +240,29 @@ void emulate_staged(const Spec& s, const DeviceDescription& dev, uint64_t seed,
         const float v = st.c0 + ch < g.o ? w_at(st.c0 + ch, tap / k, tap % k) : 0.0f;
         exact = exact || !std::isfinite(v);
         w_s[static_cast<std::size_t>(tap * ct + ch)] = v;
+      }
+      if (t.w_vector_bytes == 16) {
+        // The kernel's 16-byte staging (depthwise_staged_load_weight_run): vector v holds weights
+        // 8v .. 8v + 7 of the tile's run of w, each written to its window tap, incrementally.
+        std::vector<float> run_s(w_s.size(), -1.0f);
+        const int64_t taps = k * k;
+        const int64_t vectors = std::min(ct, g.o - st.c0) * taps / 8;
+        for (int64_t v = 0; v < ct * taps / 8; ++v) {
+          int64_t ch = 8 * v / taps, tap = 8 * v - ch * taps;
+          for (int64_t j = 0; j < 8; ++j) {
+            const float staged =
+                v < vectors ? w[static_cast<std::size_t>(st.c0 * taps + 8 * v + j)] : 0.0f;
+            const int64_t window_tap = g.flip ? taps - 1 - tap : tap;
+            run_s[static_cast<std::size_t>(window_tap * ct + ch)] = staged;
+            if (++tap == taps) {
+              tap = 0;
+              ++ch;
+            }
+          }
+        }
+        ASSERT_EQ(std::memcmp(run_s.data(), w_s.data(), w_s.size() * sizeof(float)), 0)
+            << "16-byte weight staging of channel tile " << st.channel_tile;
+        ++run_tiles;
       }
       exact_tiles += exact ? 1 : 0;
       for (int64_t tid = 0; tid < 32 * t.rows_per_block; ++tid) {
@@ -271,6 +320,9 @@ void emulate_staged(const Spec& s, const DeviceDescription& dev, uint64_t seed,
     }
   }
   EXPECT_EQ(mismatches, 0);
+  // Packed weights at aligned addresses (every case here) take the 16-byte staging.
+  EXPECT_EQ(t.w_vector_bytes, 16);
+  EXPECT_GT(run_tiles, 0);
   if (non_finite_weight) {
     EXPECT_GT(exact_tiles, 0);
   }

@@ -319,15 +319,18 @@ HostTensor run_algo(PreparedConv& prepared, const ConvCase& c, const std::string
 // Runs case c's prepared problem through the depthwise kernel that depthwise_config picks under
 // GEMMKIT_CONV_DEPTHWISE=`variant` (a direct launch, conv_launch.h: the library reads its
 // settings once per process); returns the output, and the configuration in `config`.
+// registers: 0 keeps the plan's; else the staged instantiation to launch (96 or the lean 80).
 HostTensor run_depthwise_variant(PreparedConv& prepared, const ConvCase& c, const DtypePair& d,
-                                 const std::string& variant, std::string& config) {
+                                 const std::string& variant, std::string& config,
+                                 int registers = 0) {
   using namespace cuda::conv_impl;
   const detail::ConvProblem p =
       gemmkit_test::conv_problem(prepared.dx.view, prepared.dw.view,
                                  c.bias ? std::optional<Tensor>(prepared.db.view) : std::nullopt,
                                  prepared.dout.view, c.params);
-  const ConvConfig k = select_conv_config(
-      p, describe_device(0), resolve_request("depthwise", "", -1, "", "", "", variant));
+  ConvConfig k = select_conv_config(p, describe_device(0),
+                                    resolve_request("depthwise", "", -1, "", "", "", variant));
+  if (registers != 0) k.depthwise.registers = registers;
   config = to_string(k);
   const ConvGeometry g = normalize(p);
   ConvPointers ptr;
@@ -655,6 +658,8 @@ TEST(GpuConv, DepthwiseStagedVariant) {
   };
   depthwise("staged 7x7 c96 odd sizes", {2, 30, 33, 96}, 7, 3, true);
   depthwise("staged 7x7 c384 14x14", {2, 14, 14, 384}, 7, 3, false);
+  // ConvNeXt 8 x 56^2 x 96: 384 blocks of 7 warps, which the planner gives the lean kernel.
+  depthwise("staged 7x7 c96 8x56x56 (lean registers)", {8, 56, 56, 96}, 7, 3, true);
   depthwise("staged 3x3 c144 (MobileNet)", {2, 28, 29, 144}, 3, 1, true);
   depthwise("staged 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
   depthwise("staged 3x3 c8 tall", {1, 61, 9, 8}, 3, 1, true);
@@ -665,6 +670,11 @@ TEST(GpuConv, DepthwiseStagedVariant) {
     k.params.padding_lo = {2, -1};
     k.params.padding_hi = {0, 3};
     k.params.flip = true;
+  }
+  {
+    // A weight view with padded rows: not one run of w, so element-by-element staging.
+    ConvCase& k = depthwise("staged 7x7 padded weight view", {2, 20, 21, 48}, 7, 3, false);
+    k.w_layout.pad = {0, 0, 1, 0};
   }
   {
     ConvCase& k = depthwise("staged 5x5 strided x and out", {2, 12, 13, 32}, 5, 2, true);
@@ -694,6 +704,19 @@ TEST(GpuConv, DepthwiseStagedVariant) {
       run_algo(prepared, c, "depthwise", &info);
       EXPECT_NE(info.reason.find("variant=staged"), std::string::npos)
           << label(c, d, "depthwise") << ": " << info.reason;
+#ifdef GEMMKIT_WITH_CUDA
+      // Both register budgets of the same plan: the direct kernel's bits.
+      const HostTensor direct = run_algo(prepared, c, "reference");
+      for (const int registers : {cuda::conv_impl::kDepthwiseStagedRegisters,
+                                  cuda::conv_impl::kDepthwiseStagedLeanRegisters}) {
+        std::string config;
+        const HostTensor staged = run_depthwise_variant(prepared, c, d, "auto", config, registers);
+        EXPECT_NE(config.find("registers=" + std::to_string(registers)), std::string::npos)
+            << config;
+        EXPECT_TRUE(gemmkit_test::same_bits(staged, direct))
+            << label(c, d, "depthwise") << " at " << registers << " registers: " << config;
+      }
+#endif
     }
   }
 
@@ -759,6 +782,16 @@ TEST(GpuConvSanitize, DepthwiseStaged) {
   };
   uint64_t seed = 9800;
   for (const ConvCase& c : cases) run_case(c, DtypePair{DType::bf16, DType::bf16}, seed += 10);
+#ifdef GEMMKIT_WITH_CUDA
+  // The lean instantiation (80 registers, tile state in local memory) on the first case.
+  const DtypePair d{DType::bf16, DType::bf16};
+  PreparedConv prepared(cases[0], d, seed += 10);
+  const HostTensor direct = run_algo(prepared, cases[0], "reference");
+  std::string config;
+  const HostTensor lean = run_depthwise_variant(prepared, cases[0], d, "auto", config,
+                                                cuda::conv_impl::kDepthwiseStagedLeanRegisters);
+  EXPECT_TRUE(gemmkit_test::same_bits(lean, direct)) << config;
+#endif
 }
 
 #ifdef GEMMKIT_WITH_CUDA

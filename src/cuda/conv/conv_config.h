@@ -205,6 +205,9 @@ inline std::string to_string(const ConvConfig& c) {
       << " tiles=" << t.tiles() << " tiles_per_block=" << t.tiles_per_block
       << " smem=" << c.smem_bytes;
     if (t.variant == kDepthwiseBlocked) s << " w_vector_bytes=" << t.w_vector_bytes;
+    if (t.variant == kDepthwiseStaged) {
+      s << " registers=" << t.registers << " w_vector_bytes=" << t.w_vector_bytes;
+    }
   }
   if (c.path == ConvPath::small_o) {
     const SmallOTapsTiling& t = c.small_o_taps;
@@ -320,6 +323,21 @@ inline bool parse_cudnn_autotune(const std::string& env_value) {
 // Cap of the grid-stride kernels' grids.
 inline int64_t max_blocks(const DeviceDescription& dev) {
   return std::min<int64_t>(dev.max_grid_x, int64_t{dev.multiprocessors} * kBlocksPerSm);
+}
+
+// Blocks of `threads` threads at `registers` per thread that one SM's register file holds, as
+// cuda_occupancy.h counts them: 64 K registers in 4 sub-partitions of 16 K, and each warp takes
+// its registers (rounded up to units of 256) from one sub-partition. So at 96 per thread an SM
+// holds 4 x 5 = 20 warps (2 blocks of 7, not the 3 that 65536 / (96 x 224) suggests); at 80,
+// 24 warps.
+constexpr int64_t kRegistersPerSm = 65536;
+constexpr int64_t kSmSubPartitions = 4;
+constexpr int64_t kRegisterAllocationUnit = 256;
+inline int64_t blocks_per_sm_by_registers(int64_t registers, int64_t threads) {
+  const int64_t per_warp =
+      ceil_div(registers * 32, kRegisterAllocationUnit) * kRegisterAllocationUnit;
+  const int64_t warps_per_sm = kRegistersPerSm / kSmSubPartitions / per_warp * kSmSubPartitions;
+  return warps_per_sm / ceil_div(threads, int64_t{32});
 }
 
 inline int64_t elem_size(DType dtype) {
@@ -817,6 +835,18 @@ inline std::string why_not_depthwise_staged(const detail::ConvProblem& p, const 
   return "";
 }
 
+// 16 when the staged kernel may load a channel tile's weights as 16-byte vectors of one run of w
+// (depthwise_staged_load_weight_run): taps and channels packed (o stride = taps, the kernel's
+// rows and columns contiguous), one tap along dim 0, w 16-byte aligned; else 0 (element loads).
+// Every tile's run then starts 16-byte aligned: tiles start at multiples of 16 channels and
+// 16 * taps 16-bit weights are whole vectors, and a last partial tile holds a multiple of 8.
+inline int depthwise_staged_w_run(const detail::ConvProblem& p, const ConvGeometry& g) {
+  const int64_t k = g.kernel[2];
+  const bool packed =
+      g.kernel[0] == 1 && g.w_stride[3] == 1 && g.w_stride[2] == k && g.w_stride[0] == k * k;
+  return packed && pointer_alignment(p.weight.data) >= 16 ? 16 : 0;
+}
+
 // Plans the staged variant: of the tilings with 4 thread tiles per warp row (16-channel tiles) or
 // 2 (32-channel tiles) and 1-8 warps per block (the smem of each within 48 KiB), the one with the
 // lowest estimated time per SM, in warp instructions: the larger of
@@ -826,8 +856,9 @@ inline std::string why_not_depthwise_staged(const detail::ConvProblem& p, const 
 //   latency  rounds of resident blocks x a thread tile's instructions x 2 cycles (a warp alone
 //            issues about every other cycle: small problems wait on one tile's chain);
 // ties going to the least work in all (padding of every kind counts as work); then two tiles per
-// block (double-buffered windows) when there are at least 4 tiles per SM. Returns a description
-// for the reason.
+// block (double-buffered windows) when there are at least 4 tiles per SM; then the register
+// budget of the instantiation (96, or the lean 80 where that takes fewer waves). Returns a
+// description for the reason.
 inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDescription& dev,
                                          int64_t grid_cap, DepthwiseTiling& t) {
   const int64_t k = g.kernel[2];
@@ -862,9 +893,9 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
       const int64_t smem = depthwise_staged_smem_bytes(g, c);
       if (smem > kMaxKernelSmem) continue;
       const int64_t threads = 32 * warps;
-      const int64_t resident =
-          std::min({int64_t{2048} / threads, 65536 / (kDepthwiseStagedRegisters * threads),
-                    dev.shared_per_multiprocessor / (smem + 1024), int64_t{32}});
+      const int64_t resident = std::min(
+          {int64_t{2048} / threads, blocks_per_sm_by_registers(kDepthwiseStagedRegisters, threads),
+           dev.shared_per_multiprocessor / (smem + 1024), int64_t{32}});
       if (resident < 1) continue;
       const int64_t blocks = ceil_div(c.tiles(), c.tiles_per_block);
       const int64_t per_sm = ceil_div(blocks, int64_t{dev.multiprocessors});
@@ -895,11 +926,27 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
     two.tiles_per_block = 2;
     if (depthwise_staged_smem_bytes(g, two) <= kMaxKernelSmem) t = two;
   }
+  // The lean instantiation where its residency runs the grid in fewer waves (H200, forced
+  // tilings of the ConvNeXt / MobileNet rows: faster in 15 of 16 such cases, e.g. 384 blocks of 7
+  // warps 14.6 -> 13.6 us; slower by 2-8% wherever the wave count stays, from its spills).
+  const int64_t threads = 32 * t.rows_per_block;
+  const int64_t smem_blocks =
+      dev.shared_per_multiprocessor / (depthwise_staged_smem_bytes(g, t) + 1024);
+  const auto waves = [&](int registers) {
+    const int64_t resident =
+        std::min({int64_t{2048} / threads, blocks_per_sm_by_registers(registers, threads),
+                  smem_blocks, int64_t{32}});
+    return ceil_div(ceil_div(t.tiles(), t.tiles_per_block), resident * dev.multiprocessors);
+  };
+  t.registers = waves(kDepthwiseStagedLeanRegisters) < waves(kDepthwiseStagedRegisters)
+                    ? kDepthwiseStagedLeanRegisters
+                    : kDepthwiseStagedRegisters;
   return std::to_string(depthwise_staged_channels(t)) + "-channel tiles of " +
          std::to_string(kDepthwiseStagedRows * t.rows_per_block) + " x " +
          std::to_string(kDepthwiseStagedRun * t.runs_per_block) + " outputs (" +
          std::to_string(t.rows_per_block) + " warps), " + std::to_string(t.tiles()) + " tiles, " +
-         std::to_string(t.tiles_per_block) + " per block";
+         std::to_string(t.tiles_per_block) + " per block, " + std::to_string(t.registers) +
+         " registers";
 }
 
 // Depthwise kernel (conv_depthwise.cuh). Variant, first that applies (DepthwiseTiling):
@@ -949,6 +996,7 @@ inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDes
     const std::string no_staged = why_not_depthwise_staged(p, g);
     if (no_staged.empty()) {
       const std::string shape = plan_depthwise_staged(g, dev, c.grid_cap, t);
+      t.w_vector_bytes = depthwise_staged_w_run(p, g);
       c.grid.x = static_cast<uint32_t>(ceil_div(t.tiles(), t.tiles_per_block));
       c.vector = 2;
       c.tile = t.run;

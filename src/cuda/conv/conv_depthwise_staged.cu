@@ -1,68 +1,26 @@
-// Launcher of the staged depthwise variant (conv_depthwise_staged.cuh): one instantiation per
-// 16-bit x type, out type, kernel size (3, 5, 7) and thread tiles per warp row (2, 4).
-#include <type_traits>
-
-#include "cuda/common/cuda_check.h"
-#include "cuda/conv/conv_depthwise_staged.cuh"
-#include "cuda/conv/conv_dispatch.cuh"
-#include "cuda/conv/conv_launch.h"
+// Launcher of the staged depthwise variant (conv_depthwise_staged.cuh): checks the plan, then the
+// kDepthwiseStagedRegisters instantiations here or the lean ones (conv_depthwise_staged_lean.cu).
+#include "cuda/conv/conv_depthwise_staged_launch.cuh"
 
 namespace gemmkit::cuda::conv_impl {
-
-namespace {
-
-template <typename T, typename TOut, int kK>
-void launch_groups(const ConvGeometry& g, const DepthwiseTiling& t, const ConvPointers& ptr,
-                   LaunchGrid grid, int64_t smem_bytes, cudaStream_t stream) {
-  const auto run = [&](auto kernel) {
-    const unsigned threads = static_cast<unsigned>(32 * t.rows_per_block);
-    kernel<<<dim3(grid.x, 1, 1), threads, static_cast<size_t>(smem_bytes), stream>>>(
-        g, t, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),
-        static_cast<const T*>(ptr.bias), static_cast<TOut*>(ptr.out));
-    GEMMKIT_CUDA_CHECK_LAUNCH();
-  };
-  if (t.runs_per_block == 4 && t.cvt == 8) {
-    run(conv_depthwise_staged_kernel<T, TOut, kK, 4>);
-  } else if (t.runs_per_block == 2 && t.cvt == 16) {
-    run(conv_depthwise_staged_kernel<T, TOut, kK, 2>);
-  } else {
-    throw Error("gemmkit::conv: internal error: staged depthwise tile of " +
-                std::to_string(t.runs_per_block) + " thread tiles x " + std::to_string(t.cvt) +
-                " channel pairs");
-  }
-}
-
-}  // namespace
 
 void launch_conv_depthwise_staged(const ConvGeometry& g, const DepthwiseTiling& t, DType x_dtype,
                                   DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                                   int64_t smem_bytes, cudaStream_t stream) {
   if (t.variant != kDepthwiseStaged || smem_bytes != depthwise_staged_smem_bytes(g, t) ||
       smem_bytes > 48 * 1024 || t.rows_per_block < 1 ||
-      t.rows_per_block > kDepthwiseStagedMaxWarps || g.kernel[1] != g.kernel[2]) {
+      t.rows_per_block > kDepthwiseStagedMaxWarps || g.kernel[1] != g.kernel[2] ||
+      (t.registers != kDepthwiseStagedRegisters && t.registers != kDepthwiseStagedLeanRegisters)) {
     throw Error("gemmkit::conv: internal error: staged depthwise plan (" +
                 std::to_string(t.rows_per_block) + " warps, " + std::to_string(smem_bytes) +
-                " bytes of shared memory)");
+                " bytes of shared memory, " + std::to_string(t.registers) + " registers)");
   }
-  dispatch_types(x_dtype, out_dtype, [&](auto in_tag, auto out_tag) {
-    using T = typename decltype(in_tag)::type;
-    using TOut = typename decltype(out_tag)::type;
-    if constexpr (std::is_same_v<T, float>) {
-      throw Error("gemmkit::conv: internal error: staged depthwise kernel with f32 x");
-    } else {
-      switch (g.kernel[2]) {
-        case 3:
-          return launch_groups<T, TOut, 3>(g, t, ptr, grid, smem_bytes, stream);
-        case 5:
-          return launch_groups<T, TOut, 5>(g, t, ptr, grid, smem_bytes, stream);
-        case 7:
-          return launch_groups<T, TOut, 7>(g, t, ptr, grid, smem_bytes, stream);
-        default:
-          throw Error("gemmkit::conv: internal error: staged depthwise kernel " +
-                      std::to_string(g.kernel[2]));
-      }
-    }
-  });
+  if (t.registers == kDepthwiseStagedLeanRegisters) {
+    launch_conv_depthwise_staged_lean(g, t, x_dtype, out_dtype, ptr, grid, smem_bytes, stream);
+  } else {
+    launch_staged<kDepthwiseStagedRegisters>(g, t, x_dtype, out_dtype, ptr, grid, smem_bytes,
+                                             stream);
+  }
 }
 
 }  // namespace gemmkit::cuda::conv_impl

@@ -28,6 +28,9 @@
 // 12.2), and 1.6x faster than cuDNN on the 7x7 rows; at 1.97 instructions per FMA and ~12
 // resident warps per SM it is bound by issue and latency, not bytes.
 //
+// Registers: kRegisters per thread (__maxnreg__), 96 or the lean 80 (t.registers, chosen by the
+// planner: 3 blocks of 7 warps per SM instead of 2, conv_geometry.h).
+//
 // Contract (plan_depthwise_staged, depthwise_config): blockDim.x = 32 * t.rows_per_block;
 // cvt = 32 / kGroups; dynamic shared memory depthwise_staged_smem_bytes(g, t) <= 48 KiB; x
 // 16-byte aligned with unit channel stride and other strides multiples of 8 elements, c % 8 == 0;
@@ -106,6 +109,42 @@ __device__ __forceinline__ bool depthwise_staged_load_weights(const ConvGeometry
   return non_finite;
 }
 
+// The same staging where the tile's weights are one 16-byte aligned run of w (t.w_vector_bytes
+// == 16: taps and channels packed, depthwise_staged_w_run): each thread loads one 16-byte
+// vector (8 weights in w's order) and writes its 8 values to their window taps, so the block
+// waits for one global load instead of a chain of 4-7 element loads (the chain held ~16% of the
+// warp samples on ConvNeXt 7x7 c96, Nsight Compute; H200, A/B: 7x7 c384 7.06 -> 5.75 us, 7x7 c96
+// 13.6 -> 12.7, MobileNet 3x3 c144 8.46 -> 7.99). Vectors past o stage zeros.
+template <typename T, int kK, int kGroups>
+__device__ __forceinline__ bool depthwise_staged_load_weight_run(const ConvGeometry& g, int64_t c0,
+                                                                 const T* w, float* w_s) {
+  constexpr int kCT = 64 / kGroups, kTaps = kK * kK;
+  constexpr int kVectors = kCT * kTaps / 8;  // 16 * taps * 2 bytes: whole vectors
+  const int channels = static_cast<int>(g.o - c0 < kCT ? g.o - c0 : kCT);
+  const int vectors = channels * kTaps / 8;  // channels % 8 == 0 (c % 8 == 0)
+  const uint4* run = reinterpret_cast<const uint4*>(w + c0 * kTaps);
+  bool non_finite = false;
+  for (int v = static_cast<int>(threadIdx.x); v < kVectors; v += static_cast<int>(blockDim.x)) {
+    const uint4 bits = v < vectors ? run[v] : make_uint4(0u, 0u, 0u, 0u);
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+    int ch = 8 * v / kTaps, tap = 8 * v - ch * kTaps;  // of the vector's first weight
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float pair[2];
+      widen_pair<T>(words[j / 2], pair);
+      const float value = pair[j % 2];
+      non_finite = non_finite || !isfinite(value);
+      const int window_tap = g.flip ? kTaps - 1 - tap : tap;  // tap: w's; flip reverses both dims
+      w_s[window_tap * kCT + ch] = value;
+      if (++tap == kTaps) {
+        tap = 0;
+        ++ch;
+      }
+    }
+  }
+  return non_finite;
+}
+
 // The FMAs of window row ir for output rows [kR0, kR1) of a thread tile (x_s: its pixel (0, 0),
 // channel pair; w_s: its channel pair of tap 0): output row r takes kernel row ir - r, whose kK
 // weight pairs it loads first; column u feeds output column j at tap u - j, so per output the
@@ -178,8 +217,8 @@ __device__ __forceinline__ void depthwise_staged_fma(
   }
 }
 
-template <typename T, typename TOut, int kK, int kGroups>
-__global__ void __maxnreg__(kDepthwiseStagedRegisters)
+template <typename T, typename TOut, int kK, int kGroups, int kRegisters>
+__global__ void __maxnreg__(kRegisters)
     conv_depthwise_staged_kernel(const ConvGeometry g, const DepthwiseTiling t,
                                  const T* __restrict__ x, const T* __restrict__ w,
                                  const T* __restrict__ bias, TOut* __restrict__ out) {
@@ -209,7 +248,8 @@ __global__ void __maxnreg__(kDepthwiseStagedRegisters)
   bool non_finite = false;  // this thread staged an Inf / NaN weight of that tile
   int buffer = 0;
   const int row0 = kRows * warp, col0 = kRun * group;  // this thread's outputs in the tile
-  for (int64_t tile = first; tile < last; ++tile, buffer ^= 1) {
+  bool initial = true;                                 // the block's first tile
+  for (int64_t tile = first; tile < last; ++tile, buffer ^= 1, initial = false) {
     // Only what the stores need stays live through the FMAs: the decode is recomputed for the
     // next tile's copies (32-bit: a few dozen instructions).
     // The outputs inside out: rows (bits 0-3) and columns (bits 4-7) of the thread tile, 0 when
@@ -219,13 +259,9 @@ __global__ void __maxnreg__(kDepthwiseStagedRegisters)
     TOut* out_p;
     {
       const DepthwiseStagedTile s = decode(tile);
-      if (tile == first) {  // later windows were issued one iteration ahead
+      if (initial) {  // later windows were issued one iteration ahead
         depthwise_staged_load_window<T, kK, kGroups>(g, s, x, window_chunks, windows_at);
         ptx::cp_async_commit();
-      }
-      if (s.channel_tile != staged) {  // uniform; the previous tile's readers passed the barrier
-        non_finite = depthwise_staged_load_weights<T, kK, kGroups>(g, s.c0, w, w_s);
-        staged = static_cast<int>(s.channel_tile);
       }
       const int64_t oh = s.oh0 + row0, ow = s.ow0 + col0;
       oc = static_cast<int>(s.c0) + 2 * pair;
@@ -241,6 +277,12 @@ __global__ void __maxnreg__(kDepthwiseStagedRegisters)
       row_hi = s.plane_ok ? clamp(g.in[1] - ih, kK + 1) : 0;
       col_lo = clamp(-iw, kCols);
       col_hi = clamp(g.in[2] - iw, kCols);
+      if (s.channel_tile != staged) {  // uniform; the previous tile's readers passed the barrier
+        non_finite = t.w_vector_bytes == 16
+                         ? depthwise_staged_load_weight_run<T, kK, kGroups>(g, s.c0, w, w_s)
+                         : depthwise_staged_load_weights<T, kK, kGroups>(g, s.c0, w, w_s);
+        staged = static_cast<int>(s.channel_tile);
+      }
     }
     if (tile + 1 < last) {
       depthwise_staged_load_window<T, kK, kGroups>(

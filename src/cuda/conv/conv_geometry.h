@@ -340,6 +340,9 @@ struct DepthwiseTiling {
   // Blocked variant: bytes per load of the weight staging (16 or 8: each channel tile's weights
   // are one aligned run of w, depthwise_blocked_w_vector_bytes), or 0: element by element.
   int w_vector_bytes = 0;
+  // Staged variant: registers per thread of the kernel instantiation (kDepthwiseStagedRegisters,
+  // or kDepthwiseStagedLeanRegisters where that fits the grid in fewer waves).
+  int registers = 0;
   GEMMKIT_CONV_HD int64_t spb() const { return rows_per_block * runs_per_block; }  // blockDim.y
   GEMMKIT_CONV_HD int64_t threads() const { return cvt * spb(); }
   GEMMKIT_CONV_HD int64_t tiles() const { return channel_tiles * spatial_tiles; }
@@ -447,9 +450,13 @@ constexpr int kDepthwiseStagedRows = 2;
 constexpr int kDepthwiseStagedMaxWarps = 8;
 
 // Registers per thread the staged kernels are held to (__maxnreg__), which the planner's count of
-// resident warps uses: 21 warps per SM, 3 blocks of 7. The FMA loop needs ~85; uncapped, ptxas
-// spent up to 111 on the staging loops, which cost a block per SM.
+// resident blocks uses (blocks_per_sm_by_registers). The FMA loop needs ~85; uncapped, ptxas
+// spent up to 111 on the staging loops. At 96 an SM holds 20 warps (2 blocks of 7 warps); the
+// lean instantiation, at 80, holds 24 (3 of 7), which the planner takes where it runs the grid in
+// fewer waves (ConvNeXt 7x7 c96: 384 blocks of 7 warps, 14.6 -> 13.6 us on an H200), though
+// ptxas then keeps a few tile-state values in local memory (read once per tile).
 constexpr int kDepthwiseStagedRegisters = 96;
+constexpr int kDepthwiseStagedLeanRegisters = 80;
 
 GEMMKIT_CONV_HD int64_t depthwise_staged_channels(const DepthwiseTiling& t) {
   return 2 * t.cvt;  // channels of a tile: 32 (groups 2) or 16 (groups 4)
