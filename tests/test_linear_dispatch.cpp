@@ -253,6 +253,14 @@ TEST(LinearDispatch, ForcedRingTiles) {
   }
   EXPECT_EQ(select_linear_config(bf16_shape(64, 128, 2880), kH200, "", true).name,
             "ring16.t1x1.p4.c2");  // 64 tiles: 2 ranks of 3 groups
+  // One CTA per tile, whole k: 16 stages while the CTAs fit the SMs, 8 once they share them.
+  EXPECT_EQ(select_linear_config(bf16_shape(128, 128, 2880), kH200, "", true).name,
+            "ring16.t1x1.p4.c1");
+  EXPECT_EQ(select_linear_config(bf16_shape(256, 128, 2880), kH200, "", true).name,
+            "ring8.t1x1.p4.c1");
+  // One batch tile keeps 16 stages, however many weight tiles share the SMs.
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 3072, 3072), kH200, "", true).name,
+            "ring16.t1x1.p4.c1");
   const auto message = [&](const std::string& forced) {
     return forced_error(s, forced, kH200, false);
   };

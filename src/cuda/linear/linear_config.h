@@ -253,7 +253,18 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.cluster = static_cast<int>(ring_cluster_ranks(groups, cluster));  // no rank left empty
   const int64_t slices = ceil_div(s.k, kSliceK);
   const int64_t local_slices = std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, slices);
-  if (stages == 0) stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
+  if (stages == 0) {
+    stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
+    // Several batch tiles and more CTAs than multiprocessors (CTAs share SMs and each weight
+    // tile is streamed by several of them): 8 stages (H200, A/B of two builds: 256 x 128 x 2880,
+    // 256 CTAs, 5.95 against 6.05 us with PDL, 6.48 against 6.99 without; 128 x 128 x 2880, 128
+    // CTAs, stays at 16: 3.80 against 4.03). One batch tile keeps 16: at n = 1, 2880 x 2880 and
+    // 3072 x 3072 took 6.70 / 7.01 us at 8 stages against 5.99 / 6.32 at 16 with PDL (n = 8
+    // went the other way; not understood, so left as it was).
+    if (c.tiles > c.m_tiles && c.tiles * c.cluster > d.multiprocessors) {
+      stages = std::min(stages, 8);
+    }
+  }
   for (; stages >= 4; stages /= 2) {
     if (ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank) <=
         d.shared_optin)
