@@ -24,9 +24,9 @@
 // (32- or 64-byte pixels: distinct banks), its channel pairs side by side.
 //
 // When it wins (H200, docs/perf.md): over the blocked variant on every 2-D stride-1 row measured
-// (ConvNeXt 7x7 c96 14.5 against 18.6 us, c384 7.1 against 8.7, MobileNet 3x3 c144 8.4 against
-// 12.2), and 1.6x faster than cuDNN on the 7x7 rows; at 1.97 instructions per FMA and ~12
-// resident warps per SM it is bound by issue and latency, not bytes.
+// (ConvNeXt 7x7 c96 12.7 against 18.6 us, c384 5.75 against 8.7, MobileNet 3x3 c144 8.0 against
+// 12.2), 1.8-2.0x faster than cuDNN on the 7x7 rows and at parity on the 3x3 one; at ~2
+// instructions per FMA it is bound by issue and latency, not bytes.
 //
 // Registers: kRegisters per thread (__maxnreg__), 96 or the lean 80 (t.registers, chosen by the
 // planner: 3 blocks of 7 warps per SM instead of 2, conv_geometry.h).
