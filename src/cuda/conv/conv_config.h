@@ -870,6 +870,14 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
       1.3 * 2 * kDepthwiseStagedRows * kDepthwiseStagedRun * static_cast<double>(k * k) + 150;
   constexpr double kChunkCost = 25;   // instructions per 16-byte copy (32 per warp instruction)
   constexpr double kWeightCost = 25;  // instructions per staged weight (32 per warp instruction)
+  // Blocks of tiling c an SM holds at `registers` per thread (threads, registers, shared memory
+  // with the driver's 1 KiB per block, 32 blocks).
+  const auto resident_blocks = [&](const DepthwiseTiling& c, int registers) {
+    const int64_t threads = 32 * c.rows_per_block;
+    return std::min({int64_t{2048} / threads, blocks_per_sm_by_registers(registers, threads),
+                     dev.shared_per_multiprocessor / (depthwise_staged_smem_bytes(g, c) + 1024),
+                     int64_t{32}});
+  };
   bool have = false;
   double best_cost = 0, best_work = 0;
   DepthwiseTiling best;
@@ -892,10 +900,7 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
       c.tiles_per_block = ceil_div(c.tiles(), cap);
       const int64_t smem = depthwise_staged_smem_bytes(g, c);
       if (smem > kMaxKernelSmem) continue;
-      const int64_t threads = 32 * warps;
-      const int64_t resident = std::min(
-          {int64_t{2048} / threads, blocks_per_sm_by_registers(kDepthwiseStagedRegisters, threads),
-           dev.shared_per_multiprocessor / (smem + 1024), int64_t{32}});
+      const int64_t resident = resident_blocks(c, kDepthwiseStagedRegisters);
       if (resident < 1) continue;
       const int64_t blocks = ceil_div(c.tiles(), c.tiles_per_block);
       const int64_t per_sm = ceil_div(blocks, int64_t{dev.multiprocessors});
@@ -929,14 +934,9 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
   // The lean instantiation where its residency runs the grid in fewer waves (H200, forced
   // tilings of the ConvNeXt / MobileNet rows: faster in all 11 such tilings, by 6-18%, e.g. 384
   // blocks of 7 warps 14.6 -> 13.6 us; 2-8% slower in all but one where the wave count stays).
-  const int64_t threads = 32 * t.rows_per_block;
-  const int64_t smem_blocks =
-      dev.shared_per_multiprocessor / (depthwise_staged_smem_bytes(g, t) + 1024);
   const auto waves = [&](int registers) {
-    const int64_t resident =
-        std::min({int64_t{2048} / threads, blocks_per_sm_by_registers(registers, threads),
-                  smem_blocks, int64_t{32}});
-    return ceil_div(ceil_div(t.tiles(), t.tiles_per_block), resident * dev.multiprocessors);
+    return ceil_div(ceil_div(t.tiles(), t.tiles_per_block),
+                    resident_blocks(t, registers) * dev.multiprocessors);
   };
   t.registers = waves(kDepthwiseStagedLeanRegisters) < waves(kDepthwiseStagedRegisters)
                     ? kDepthwiseStagedLeanRegisters
