@@ -204,9 +204,9 @@ inline std::string to_string(const ConvConfig& c) {
       << " cvt=" << t.cvt << " block_tiles=" << t.rows_per_block << "x" << t.runs_per_block
       << " tiles=" << t.tiles() << " tiles_per_block=" << t.tiles_per_block
       << " smem=" << c.smem_bytes;
-    if (t.variant == kDepthwiseBlocked) s << " w_vector_bytes=" << t.w_vector_bytes;
-    if (t.variant == kDepthwiseStaged) {
-      s << " registers=" << t.registers << " w_vector_bytes=" << t.w_vector_bytes;
+    if (t.variant == kDepthwiseStaged) s << " registers=" << t.registers;
+    if (t.variant == kDepthwiseBlocked || t.variant == kDepthwiseStaged) {
+      s << " w_vector_bytes=" << t.w_vector_bytes;
     }
   }
   if (c.path == ConvPath::small_o) {

@@ -129,16 +129,18 @@ __device__ __forceinline__ bool depthwise_staged_load_weight_run(const ConvGeome
     const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
     int ch = 8 * v / kTaps, tap = 8 * v - ch * kTaps;  // of the vector's first weight
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int q = 0; q < 4; ++q) {
       float pair[2];
-      widen_pair<T>(words[j / 2], pair);
-      const float value = pair[j % 2];
-      non_finite = non_finite || !isfinite(value);
-      const int window_tap = g.flip ? kTaps - 1 - tap : tap;  // tap: w's; flip reverses both dims
-      w_s[window_tap * kCT + ch] = value;
-      if (++tap == kTaps) {
-        tap = 0;
-        ++ch;
+      widen_pair<T>(words[q], pair);
+#pragma unroll
+      for (const float value : pair) {
+        non_finite = non_finite || !isfinite(value);
+        const int window_tap = g.flip ? kTaps - 1 - tap : tap;  // tap: w's; flip reverses both
+        w_s[window_tap * kCT + ch] = value;
+        if (++tap == kTaps) {
+          tap = 0;
+          ++ch;
+        }
       }
     }
   }

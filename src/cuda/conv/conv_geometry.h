@@ -337,8 +337,9 @@ struct DepthwiseTiling {
   // whether the weight's taps are one stride (w_stride[3]) apart (staging without index math).
   int64_t w_cv_stride = 0;
   bool w_linear = false;
-  // Blocked variant: bytes per load of the weight staging (16 or 8: each channel tile's weights
-  // are one aligned run of w, depthwise_blocked_w_vector_bytes), or 0: element by element.
+  // Blocked and staged variants: bytes per load of the weight staging (16 or 8: each channel
+  // tile's weights are one aligned run of w; depthwise_blocked_w_vector_bytes, or
+  // depthwise_staged_w_run: 16 only), or 0: element by element.
   int w_vector_bytes = 0;
   // Staged variant: registers per thread of the kernel instantiation (kDepthwiseStagedRegisters,
   // or kDepthwiseStagedLeanRegisters where that fits the grid in fewer waves).
