@@ -28,6 +28,38 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
   return function;
 }
 
+// Encodes a tiled map of 16-bit elements: `rank` (<= 5) dims innermost first, byte strides of
+// dims 1 .. rank - 1, a box of `box` elements per dim, zero fill out of bounds. Throws with the
+// shape and strides when the driver refuses them.
+void encode_16bit(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base,
+                  const int64_t* dims, const int64_t* byte_strides, const int* box,
+                  CUtensorMapSwizzle swizzle) {
+  cuuint64_t global_dims[5] = {};
+  cuuint64_t strides[4] = {};
+  cuuint32_t boxes[5] = {};
+  cuuint32_t element_strides[5] = {};
+  for (int d = 0; d < rank; ++d) {
+    global_dims[d] = static_cast<cuuint64_t>(dims[d]);
+    boxes[d] = static_cast<cuuint32_t>(box[d]);
+    element_strides[d] = 1;
+    if (d > 0) strides[d - 1] = static_cast<cuuint64_t>(byte_strides[d - 1]);
+  }
+  const CUresult result = encode_function()(
+      map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), global_dims, strides,
+      boxes, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    std::string shape, stride_list;
+    for (int d = 0; d < rank; ++d) shape += (d ? " x " : "") + std::to_string(dims[d]);
+    for (int d = 1; d < rank; ++d) {
+      stride_list += (d > 1 ? ", " : "") + std::to_string(byte_strides[d - 1]);
+    }
+    throw Error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result) +
+                " for a 16-bit tensor of " + shape + " (innermost first) with byte strides (" +
+                stride_list + ")");
+  }
+}
+
 struct CachedMap {
   const void* base = nullptr;
   int64_t rows = 0, cols = 0, row_stride = 0;
@@ -53,20 +85,12 @@ const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t c
   }
   CachedMap& slot = cache[static_cast<std::size_t>(next_slot)];
   next_slot = (next_slot + 1) % kCacheEntries;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult result = encode_function()(
-      &slot.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) {
-    slot.base = nullptr;
-    throw Error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result) +
-                " for a (" + std::to_string(rows) + ", " + std::to_string(cols) +
-                ") matrix with row stride " + std::to_string(row_stride));
-  }
+  slot.base = nullptr;  // empty until the encoding succeeds
+  const int64_t dims[2] = {cols, rows};
+  const int64_t byte_strides[1] = {row_stride * 2};
+  const int box[2] = {box_cols, box_rows};
+  encode_16bit(&slot.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, byte_strides, box,
+               CU_TENSOR_MAP_SWIZZLE_128B);
   slot.base = base;
   slot.rows = rows;
   slot.cols = cols;
@@ -79,27 +103,8 @@ const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t c
 CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,
                              const int64_t* byte_strides, const int* box) {
   CUtensorMap map{};
-  cuuint64_t global_dims[5] = {};
-  cuuint64_t strides[4] = {};
-  cuuint32_t boxes[5] = {};
-  cuuint32_t element_strides[5] = {};
-  for (int d = 0; d < rank; ++d) {
-    global_dims[d] = static_cast<cuuint64_t>(dims[d]);
-    boxes[d] = static_cast<cuuint32_t>(box[d]);
-    element_strides[d] = 1;
-    if (d > 0) strides[d - 1] = static_cast<cuuint64_t>(byte_strides[d - 1]);
-  }
-  const CUresult result =
-      encode_function()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
-                        const_cast<void*>(base), global_dims, strides, boxes, element_strides,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) {
-    std::string shape;
-    for (int d = 0; d < rank; ++d) shape += (d ? " x " : "") + std::to_string(dims[d]);
-    throw Error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(result) +
-                " for a 16-bit tensor of " + shape + " (innermost first)");
-  }
+  encode_16bit(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, base, dims, byte_strides, box,
+               CU_TENSOR_MAP_SWIZZLE_NONE);
   return map;
 }
 
