@@ -330,6 +330,25 @@ TEST(LinearDispatch, DeviceSettingsFromTheEnvironment) {
   }
   EXPECT_NE(error_text([] { parse_ring_async_fold("st.async"); }).find("must be async or barrier"),
             std::string::npos);
+  EXPECT_TRUE(parse_pdl(""));
+  EXPECT_TRUE(parse_pdl("1"));
+  EXPECT_FALSE(parse_pdl("0"));
+  for (const std::string bad : {"2", "off", "00", " 1"}) {
+    EXPECT_NE(error_text([&] {
+                parse_pdl(bad);
+              }).find("GEMMKIT_LINEAR_PDL '" + bad + "': must be 0 or 1"),
+              std::string::npos);
+  }
+  EXPECT_EQ(parse_max_cluster(""), 16);
+  EXPECT_EQ(parse_max_cluster("1"), 1);
+  EXPECT_EQ(parse_max_cluster("8"), 8);
+  EXPECT_EQ(parse_max_cluster("16"), 16);
+  for (const std::string bad : {"0", "17", "abc", "-2", "4x", " 4", "016", "99999999999"}) {
+    EXPECT_NE(error_text([&] {
+                parse_max_cluster(bad);
+              }).find("GEMMKIT_LINEAR_MAX_CLUSTER '" + bad + "': must be an integer from 1 to 16"),
+              std::string::npos);
+  }
 }
 
 TEST(LinearDispatch, ClusterFoldIsTheDevicesUnlessNamed) {

@@ -110,6 +110,28 @@ inline int parse_ring_producers(const std::string& text) {
   }
   return std::stoi(text);
 }
+// GEMMKIT_LINEAR_PDL: "" or "1" is on, "0" off.
+inline bool parse_pdl(const std::string& text) {
+  if (text.empty() || text == "1") return true;
+  if (text != "0")
+    throw Error("gemmkit::linear: GEMMKIT_LINEAR_PDL '" + text + "': must be 0 or 1");
+  return false;
+}
+// GEMMKIT_LINEAR_MAX_CLUSTER: "" is 16; else a decimal integer from 1 to 16.
+inline int parse_max_cluster(const std::string& text) {
+  if (text.empty()) return 16;
+  int value = 0;
+  bool ok = text.size() <= 2;
+  for (const char ch : text) {
+    ok = ok && ch >= '0' && ch <= '9';
+    if (ok) value = 10 * value + (ch - '0');
+  }
+  if (!ok || value < 1 || value > 16) {
+    throw Error("gemmkit::linear: GEMMKIT_LINEAR_MAX_CLUSTER '" + text +
+                "': must be an integer from 1 to 16");
+  }
+  return value;
+}
 inline bool parse_ring_async_fold(const std::string& text) {
   if (text.empty()) return true;
   if (text != "async" && text != "barrier") {

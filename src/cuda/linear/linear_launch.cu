@@ -7,7 +7,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -39,10 +38,7 @@ const std::string& env_kernel() {
 }
 
 bool env_pdl() {
-  static const bool value = [] {
-    const char* v = std::getenv("GEMMKIT_LINEAR_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool value = parse_pdl(detail::env_setting("GEMMKIT_LINEAR_PDL"));
   return value;
 }
 
@@ -285,10 +281,8 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
   d.shared_optin = props.shared_per_block_optin;
   d.cluster_launch = props.cluster_launch;
   d.max_grid_x = props.max_grid_x;
-  static const int max_cluster = [] {
-    const char* v = std::getenv("GEMMKIT_LINEAR_MAX_CLUSTER");
-    return v ? std::max(1, std::min(16, std::atoi(v))) : 16;
-  }();
+  static const int max_cluster =
+      parse_max_cluster(detail::env_setting("GEMMKIT_LINEAR_MAX_CLUSTER"));
   d.max_cluster = std::min(max_cluster, max_cluster_limit);
   static const int producers =
       parse_ring_producers(detail::env_setting("GEMMKIT_LINEAR_PRODUCERS"));
