@@ -156,4 +156,20 @@ const std::string& env_setting(const char* name) {
   return it->second;
 }
 
+bool parse_switch(const char* op, const char* name, const std::string& value) {
+  if (value.empty() || value == "1") return true;
+  if (value != "0") fail(op, name, "'" + value + "': must be 0 or 1");
+  return false;
+}
+
+std::optional<int64_t> parse_whole_number(const std::string& text, int max_digits) {
+  if (text.empty() || text.size() > static_cast<std::size_t>(max_digits)) return std::nullopt;
+  int64_t value = 0;
+  for (const char ch : text) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    value = value * 10 + (ch - '0');
+  }
+  return value;
+}
+
 }  // namespace gemmkit::detail

@@ -35,5 +35,11 @@ void check_operand_devices_and_dtypes(const char* op, const Tensor& x, const cha
                                       const Tensor& out);
 // Reads an environment variable once per process (GEMMKIT_* only).
 const std::string& env_setting(const char* name);
+// An on/off setting's value: "" or "1" is on, "0" off; anything else fails (Error naming `op`,
+// the setting `name`, the value and the rule).
+bool parse_switch(const char* op, const char* name, const std::string& value);
+// `text` as a whole decimal number of 1 to `max_digits` digits (no sign, spaces or other
+// characters), or nullopt.
+std::optional<int64_t> parse_whole_number(const std::string& text, int max_digits);
 
 }  // namespace gemmkit::detail

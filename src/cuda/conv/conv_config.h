@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -272,11 +273,7 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
   if (!is_known_algo(r.algo)) {
     detail::fail(kOp, r.algo_origin, "'" + r.algo + "': must be one of " + kAlgoNames);
   }
-  if (env_cudnn == "0") {
-    r.cudnn_in_auto = false;
-  } else if (!env_cudnn.empty() && env_cudnn != "1") {
-    detail::fail(kOp, "GEMMKIT_CONV_CUDNN", "'" + env_cudnn + "': must be 0 or 1");
-  }
+  r.cudnn_in_auto = detail::parse_switch(kOp, "GEMMKIT_CONV_CUDNN", env_cudnn);
   if (!env_small_o.empty()) {
     if (!is_small_o_variant(env_small_o)) {
       detail::fail(kOp, "GEMMKIT_CONV_SMALL_O",
@@ -295,17 +292,12 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
     r.workspace_bytes = option_workspace;
   } else if (!env_workspace_mb.empty()) {
     constexpr int64_t kMaxMib = int64_t{1} << 30;  // 2^50 bytes: far above any device
-    int64_t mib = 0;
-    bool ok = env_workspace_mb.size() <= 10;
-    for (char ch : env_workspace_mb) {
-      if (ch < '0' || ch > '9') ok = false;
-      if (ok) mib = mib * 10 + (ch - '0');
-    }
-    if (!ok || mib > kMaxMib) {
+    const std::optional<int64_t> mib = detail::parse_whole_number(env_workspace_mb, 10);
+    if (!mib || *mib > kMaxMib) {
       detail::fail(kOp, "GEMMKIT_CONV_WORKSPACE_MB",
                    "'" + env_workspace_mb + "': must be a whole number of MiB in [0, 2^30]");
     }
-    r.workspace_bytes = mib << 20;
+    r.workspace_bytes = *mib << 20;
   }
   return r;
 }
@@ -313,9 +305,7 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
 // GEMMKIT_CONV_CUDNN_AUTOTUNE: "" or "1" times cuDNN's top engines on the first call of a shape
 // (outside stream capture), "0" takes the heuristic's first; anything else is an Error.
 inline bool parse_cudnn_autotune(const std::string& env_value) {
-  if (env_value.empty() || env_value == "1") return true;
-  if (env_value == "0") return false;
-  detail::fail(kOp, "GEMMKIT_CONV_CUDNN_AUTOTUNE", "'" + env_value + "': must be 0 or 1");
+  return detail::parse_switch(kOp, "GEMMKIT_CONV_CUDNN_AUTOTUNE", env_value);
 }
 
 // ---- Eligibility: "" when the path can serve the problem, else why not -------------------

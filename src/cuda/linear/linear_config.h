@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 
+#include "api/validate.h"
 #include "cuda/linear/linear_contract.h"
 #include "cuda/linear/ring_schedule.h"
 #include "gemmkit/gemmkit.h"
@@ -112,25 +114,17 @@ inline int parse_ring_producers(const std::string& text) {
 }
 // GEMMKIT_LINEAR_PDL: "" or "1" is on, "0" off.
 inline bool parse_pdl(const std::string& text) {
-  if (text.empty() || text == "1") return true;
-  if (text != "0")
-    throw Error("gemmkit::linear: GEMMKIT_LINEAR_PDL '" + text + "': must be 0 or 1");
-  return false;
+  return detail::parse_switch("linear", "GEMMKIT_LINEAR_PDL", text);
 }
 // GEMMKIT_LINEAR_MAX_CLUSTER: "" is 16; else a decimal integer from 1 to 16.
 inline int parse_max_cluster(const std::string& text) {
   if (text.empty()) return 16;
-  int value = 0;
-  bool ok = text.size() <= 2;
-  for (const char ch : text) {
-    ok = ok && ch >= '0' && ch <= '9';
-    if (ok) value = 10 * value + (ch - '0');
+  const std::optional<int64_t> value = detail::parse_whole_number(text, 2);
+  if (!value || *value < 1 || *value > 16) {
+    detail::fail("linear", "GEMMKIT_LINEAR_MAX_CLUSTER",
+                 "'" + text + "': must be an integer from 1 to 16");
   }
-  if (!ok || value < 1 || value > 16) {
-    throw Error("gemmkit::linear: GEMMKIT_LINEAR_MAX_CLUSTER '" + text +
-                "': must be an integer from 1 to 16");
-  }
-  return value;
+  return static_cast<int>(*value);
 }
 inline bool parse_ring_async_fold(const std::string& text) {
   if (text.empty()) return true;
