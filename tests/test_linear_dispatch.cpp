@@ -230,6 +230,34 @@ TEST(LinearDispatch, ForcedKernelsAndTheirErrors) {
   EXPECT_NE(message(s, "warp9").find("GEMMKIT_LINEAR_KERNEL"), std::string::npos);
 }
 
+TEST(LinearDispatch, ForcedRingBatches) {
+  // .b<N>: the slices a consumer warp waits for at a time; printed only where it is not the
+  // default (1 on the 16 x 8 tile; up to 4 on tiles of 2-4 MMA tiles), and the printed name forces
+  // the same variant.
+  const LinearShape s = bf16_shape(128, 128, 2880);
+  for (const auto& [forced, batch, name] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"ring16.b1", 1, "ring16.t1x1.p4.c1"},
+           {"ring16.b2", 2, "ring16.t1x1.b2.p4.c1"},
+           {"ring16.b4", 4, "ring16.t1x1.b4.p4.c1"},
+           {"ring8.t1x1.b2", 2, "ring8.t1x1.b2.p4.c1"},
+           {"ring16", 1, "ring16.t1x1.p4.c1"},
+           {"ring8.t1x4.b2", 2, "ring8.t1x4.p4.c3"}}) {
+    const LinearConfig c = select_linear_config(s, kH200, forced, true);
+    EXPECT_EQ(c.batch, batch) << forced;
+    EXPECT_EQ(c.name, name) << forced;
+    EXPECT_EQ(select_linear_config(s, kH200, c.name, true).batch, batch) << c.name;
+  }
+  EXPECT_EQ(select_linear_config(s, kH200, "", true).batch, 1);
+  EXPECT_NE(forced_error(s, "ring8.b4", kH200).find("batch 4: a consumer waits for 1, 2 or 4"),
+            std::string::npos);
+  EXPECT_NE(forced_error(s, "ring8.b4", kH200).find("stages / 4 (2 here)"), std::string::npos);
+  EXPECT_NE(forced_error(s, "ring16.b3", kH200).find("batch 3"), std::string::npos);
+  EXPECT_NE(forced_error(s, "ring16.t2x4.b2", kH200).find("default batch only (1 here)"),
+            std::string::npos);
+  EXPECT_NE(forced_error(s, "ring16.b", kH200).find("unknown kernel"), std::string::npos);
+  EXPECT_NE(forced_error(s, "ring16.p4.b2", kH200).find("unknown kernel"), std::string::npos);
+}
+
 TEST(LinearDispatch, ForcedRingTiles) {
   // The variant names as they print select the tile too; the cluster is still chosen.
   const LinearShape s = bf16_shape(64, 128, 2880);

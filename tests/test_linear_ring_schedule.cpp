@@ -150,8 +150,8 @@ Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed
 TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings) {
   for (int producers : {1, kRingMaxProducerWarps}) {
     for (int stages : {4, 8, 16}) {
-      for (int tile_chains : {1, 8}) {  // kMT * kNT: 1 -> batches of up to 4, 8 -> batches of 1
-        const int batch = ring_slice_batch(tile_chains, 1, stages);
+      for (int batch : {1, 2, 4}) {  // every batch a 16 x 8 tile may be forced to (.b<N>)
+        if (!ring_batch_allowed(batch, 1, 1, stages)) continue;
         for (int slices = 1; slices <= 40; ++slices) {
           for (uint64_t seed = 0; seed < 20; ++seed) {
             const Outcome o = simulate(stages, slices, kRingConsumerWarps, batch, seed, producers);
@@ -168,9 +168,21 @@ TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings)
   for (int i = 0; i < 64; ++i)
     EXPECT_EQ(ring_producer(i, kRingMaxProducerWarps), ring_consumer(i)) << i;
   EXPECT_EQ(ring_slice_batch(1, 1, 4), 1);
-  EXPECT_EQ(ring_slice_batch(1, 1, 8), 2);
+  EXPECT_EQ(ring_slice_batch(1, 1, 8), 1);
+  EXPECT_EQ(ring_slice_batch(1, 1, 16), 1);
+  EXPECT_EQ(ring_slice_batch(1, 2, 8), 2);
   EXPECT_EQ(ring_slice_batch(1, 4, 16), 4);
   EXPECT_EQ(ring_slice_batch(2, 4, 16), 1);
+  // The defaults are allowed batches; forced ones stay within stages / 4, and wide tiles at 1.
+  for (int stages : {4, 8, 16}) {
+    for (const auto& [mt, nt] : {std::pair{1, 1}, {1, 2}, {1, 4}, {2, 4}})
+      EXPECT_TRUE(ring_batch_allowed(ring_slice_batch(mt, nt, stages), mt, nt, stages));
+  }
+  EXPECT_TRUE(ring_batch_allowed(2, 1, 1, 16));
+  EXPECT_FALSE(ring_batch_allowed(2, 1, 1, 4));
+  EXPECT_FALSE(ring_batch_allowed(4, 1, 1, 8));
+  EXPECT_FALSE(ring_batch_allowed(3, 1, 1, 16));
+  EXPECT_FALSE(ring_batch_allowed(2, 2, 4, 16));
   EXPECT_EQ(ring_consumer(0), 0);
   EXPECT_EQ(ring_consumer(7), 3);
 }

@@ -74,10 +74,11 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
 
 // Every ring depth at the tile auto takes (16 x 8), with four producer warps (the default) and
 // with one, the wider tiles that can be forced (each once, at a different depth), the barrier
-// fold of a cluster's group sums (twice), and auto.
+// fold of a cluster's group sums (twice), the batches other than each depth's default, and auto.
 const std::vector<std::string> kFastKernels = {
-    "ring4",    "ring8",    "ring16",    "ring4.t1x2", "ring8.t1x4",   "ring8.t2x4.p1",
-    "ring4.p1", "ring8.p1", "ring16.p1", "ring8.fb",   "ring16.p1.fb", "auto"};
+    "ring4",         "ring8",     "ring16",    "ring4.t1x2", "ring8.t1x4",
+    "ring8.t2x4.p1", "ring4.p1",  "ring8.p1",  "ring16.p1",  "ring8.fb",
+    "ring16.p1.fb",  "ring16.b4", "ring16.b2", "ring8.b2",   "auto"};
 
 TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
@@ -319,7 +320,8 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
     const auto reference = problem.run("reference", 0);
     for (const std::string kernel :
          {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4", "ring8.t2x4", "ring4.p1",
-          "ring16.p1", "ring8.t1x4.p1", "ring4.fb", "ring16.p1.fb"}) {
+          "ring16.p1", "ring8.t1x4.p1", "ring4.fb", "ring16.p1.fb", "ring16.b4", "ring16.b2.p1",
+          "ring8.b2.fb"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

@@ -46,6 +46,7 @@ struct LinearConfig {
   bool pdl = false;
   // tma_ring
   int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0, producers = 1;
+  int batch = 0;  // slices a consumer warp waits for at a time (ring_slice_batch, or .b<N>)
   bool async_fold = true;  // clusters only (see LinearDevice::async_fold)
   // every kernel path
   int threads = 0;
@@ -180,13 +181,15 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
-// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.p<producers>][.fa|.fb]
-// [.c<cluster>]" (.fa / .fb: the async or barrier fold of a cluster's group sums; .c: the ranks
-// the k groups are split over). Fields left out stay 0: chosen as auto would.
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.b<batch>][.p<producers>]
+// [.fa|.fb][.c<cluster>]" (.b: the slices a consumer warp waits for at a time, printed only where
+// it is not ring_slice_batch's; .fa / .fb: the async or barrier fold of a cluster's group sums;
+// .c: the ranks the k groups are split over). Fields left out stay 0: chosen as auto would.
 enum class RingFold { device = 0, async = 1, barrier = 2 };
 struct RingName {
   int stages = 0;
   RingTileShape tile;
+  int batch = 0;
   int producers = 0;
   RingFold fold = RingFold::device;
   int cluster = 0;
@@ -212,6 +215,7 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
   if (!literal("ring") || !number(r.stages)) return false;
   if (r.stages != 4 && r.stages != 8 && r.stages != 16) return false;
   if (literal(".t") && (!number(r.tile.mt) || !literal("x") || !number(r.tile.nt))) return false;
+  if (literal(".b") && !number(r.batch)) return false;
   if (literal(".p") && !number(r.producers)) return false;
   if (literal(".fa")) {
     r.fold = RingFold::async;
@@ -232,10 +236,13 @@ inline int64_t ring_cluster_ranks(int64_t groups, int64_t cluster) {
 
 // Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose), `producers` and `fold` (0 /
 // device: the device's setting), `cluster` (0 = choose; else an exact split the caller checked
-// with ring_cluster_ranks), or a config with an empty name when it cannot serve.
+// with ring_cluster_ranks), `batch` (0 = ring_slice_batch; else one the caller checked with
+// ring_batch_allowed at the stages it forced), or a config with an empty name when it cannot
+// serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
                                 RingTileShape tile = {}, int producers = 0,
-                                RingFold fold = RingFold::device, int forced_cluster = 0) {
+                                RingFold fold = RingFold::device, int forced_cluster = 0,
+                                int batch = 0) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
@@ -288,12 +295,15 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   }
   if (stages < 4) return LinearConfig{};
   c.stages = stages;
+  const int default_batch = ring_slice_batch(c.mt, c.nt, stages);
+  c.batch = batch != 0 ? batch : default_batch;
   c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
-           std::to_string(c.nt) + ".p" + std::to_string(c.producers) +
-           (c.cluster > 1 && !c.async_fold ? ".fb" : "") + ".c" + std::to_string(c.cluster);
+           std::to_string(c.nt) + (c.batch != default_batch ? ".b" + std::to_string(c.batch) : "") +
+           ".p" + std::to_string(c.producers) + (c.cluster > 1 && !c.async_fold ? ".fb" : "") +
+           ".c" + std::to_string(c.cluster);
   return c;
 }
 
@@ -364,6 +374,16 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
     if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)
       reject("producer warps: 1 or 4 (p1, p4)");
+    if (ring.batch != 0) {
+      const RingTileShape t = tile.mt != 0 ? tile : RingTileShape{1, 1};
+      const std::string b = "batch " + std::to_string(ring.batch);
+      if (!ring_batch_allowed(ring.batch, 1, 1, stages))
+        reject(b + ": a consumer waits for 1, 2 or 4 slices at a time, at most stages / 4 (" +
+               std::to_string(stages / kRingConsumerWarps) + " here)");
+      if ((t.mt != 1 || t.nt != 1) && ring.batch != ring_slice_batch(t.mt, t.nt, stages))
+        reject(b + ": wider tiles than t1x1 are built with their default batch only (" +
+               std::to_string(ring_slice_batch(t.mt, t.nt, stages)) + " here)");
+    }
     if (ring.cluster != 0) {
       const int64_t groups = ceil_div(s.k, kGroupK);
       const std::string c = "cluster " + std::to_string(ring.cluster);
@@ -376,7 +396,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                std::to_string(kGroupK) + " (k = " + std::to_string(s.k) +
                ") evenly: every rank takes ceil(groups / cluster) and none may be left empty");
     }
-    LinearConfig c = ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold, ring.cluster);
+    LinearConfig c =
+        ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold, ring.cluster, ring.batch);
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
@@ -385,8 +406,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   }
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, a "
-      "producer count, a fold and a cluster, e.g. ring8.t1x2, ring8.p4, ring8.t1x2.p4.fb.c3), "
-      "simt_f32 or cublaslt");
+      "batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, ring16.b2, ring8.p4, "
+      "ring8.t1x2.p4.fb.c3), simt_f32 or cublaslt");
   return LinearConfig{};
 }
 

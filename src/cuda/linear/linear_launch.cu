@@ -79,10 +79,11 @@ void launch_simt(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 
 // Returns false, launching nothing, when the device cannot co-schedule a cluster of c.cluster
 // CTAs (clusters above 8 are non-portable); the caller then plans again with at most 8.
-template <typename Out, int kStages, int kMT, int kNT>
+template <typename Out, int kStages, int kMT, int kNT,
+          int kBatch = ring_slice_batch(kMT, kNT, kStages)>
 bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
                           cudaStream_t stream, int device) {
-  auto kernel = linear_tma_ring_kernel<Out, kStages, kMT, kNT>;
+  auto kernel = linear_tma_ring_kernel<Out, kStages, kMT, kNT, kBatch>;
   // Raise the dynamic shared-memory limit once per (kernel, device), to the largest size seen.
   static std::array<std::atomic<int64_t>, kMaxDevices> configured{};
   auto& limit = configured[static_cast<std::size_t>(device)];
@@ -139,10 +140,30 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
   return true;
 }
 
+// The 16 x 8 tile with every batch its ring depth allows (ring_batch_allowed); wider tiles with
+// ring_slice_batch's only.
+template <typename Out, int kStages>
+bool launch_ring_t1x1(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                      int device) {
+  if (c.batch == 1) return launch_ring_instance<Out, kStages, 1, 1, 1>(p, c, s, device);
+  if constexpr (kStages >= 8) {
+    if (c.batch == 2) return launch_ring_instance<Out, kStages, 1, 1, 2>(p, c, s, device);
+  }
+  if constexpr (kStages >= 16) {
+    if (c.batch == 4) return launch_ring_instance<Out, kStages, 1, 1, 4>(p, c, s, device);
+  }
+  throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(kStages) +
+              " stages and batch " + std::to_string(c.batch));
+}
+
 template <typename Out, int kStages>
 bool launch_ring_stages(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                         int device) {
-  if (c.mt == 1 && c.nt == 1) return launch_ring_instance<Out, kStages, 1, 1>(p, c, s, device);
+  if (c.mt == 1 && c.nt == 1) return launch_ring_t1x1<Out, kStages>(p, c, s, device);
+  if (c.batch != ring_slice_batch(c.mt, c.nt, kStages)) {
+    throw Error("gemmkit::linear: internal: no ring instance for tile " + std::to_string(c.mt) +
+                "x" + std::to_string(c.nt) + " with batch " + std::to_string(c.batch));
+  }
   if (c.mt == 1 && c.nt == 2) return launch_ring_instance<Out, kStages, 1, 2>(p, c, s, device);
   if (c.mt == 1 && c.nt == 4) return launch_ring_instance<Out, kStages, 1, 4>(p, c, s, device);
   if (c.mt == 2 && c.nt == 4) return launch_ring_instance<Out, kStages, 2, 4>(p, c, s, device);

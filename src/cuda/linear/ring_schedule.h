@@ -37,13 +37,26 @@ GEMMKIT_RING_HD constexpr int ring_producer(int slice, int producers) {
   return slice % producers;
 }
 
-// Slices a consumer waits for before its MMAs: up to 4 side by side when the tile has few
-// accumulator chains (kMT * kNT <= 4), to hide MMA latency, else one; never more than the ring
-// holds per consumer (stages / 4).
+// Slices a consumer waits for before its MMAs, by default. The 16 x 8 tile takes one: each stage
+// is released as soon as its own MMAs are done, so the producer requests the ring's next round
+// while the rest of the first still streams in. Batches of 2 or 4 (side by side, to hide MMA
+// latency) measured slower at every depth and on every row tried (H200, graphs of 200 calls,
+// PDL: 128 x 128 x 2880 3.86 us at 4 slices, 3.26 at 2, 2.92 at 1; 256 x 128 x 2880 on 8 stages
+// 5.87 at 2, 4.79 at 1; docs/perf.md). Wider tiles keep up to 4 when they have few accumulator
+// chains (kMT * kNT <= 4), else one (not re-measured); never more than the ring holds per
+// consumer (stages / 4).
 GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt, int stages) {
-  const int wanted = mt * nt <= 4 ? 4 : 1;
+  const int wanted = mt * nt == 1 ? 1 : mt * nt <= 4 ? 4 : 1;
   const int room = stages / kRingConsumerWarps;
   return wanted < room ? wanted : room;
+}
+
+// Whether a consumer may wait for `batch` slices at a time (a forced `.b<batch>`): 1, 2 or 4, no
+// more than the ring holds per consumer, and above 1 only for tiles of at most 4 MMA chains
+// (their accumulators stay in registers).
+GEMMKIT_RING_HD constexpr bool ring_batch_allowed(int batch, int mt, int nt, int stages) {
+  return (batch == 1 || batch == 2 || batch == 4) && batch * kRingConsumerWarps <= stages &&
+         (batch == 1 || mt * nt <= 4);
 }
 
 // Slice partials and group sums live in fragment order: each (mt, nt) MMA tile holds 32 chunks of

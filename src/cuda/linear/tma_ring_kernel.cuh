@@ -146,7 +146,7 @@ __device__ __forceinline__ V ring_group_fold(const V* first, int stride, int cou
   return sum;
 }
 
-template <typename Out, int kStages, int kMT, int kNT>
+template <typename Out, int kStages, int kMT, int kNT, int kBatch>
 __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     linear_tma_ring_kernel(const __grid_constant__ CUtensorMap w_map,
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
@@ -294,11 +294,11 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     // 2.93 here); after the MMAs, its weight stream came too late (3.32 us).
     if (threadIdx.x == 0) ptx::launch_dependents();
     prepare_epilogue();
-    // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), each a chain of
-    // MMAs from zero, and leaves its partial in slice_sums, one 16-byte store per lane and MMA
-    // tile.
-    constexpr int kBatch = ring_slice_batch(kMT, kNT, kStages);
-    static_assert(kStages % kGroupSlices == 0 && kBatch >= 1, "ring depth: multiple of 4");
+    // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), kBatch at a time
+    // (each a chain of MMAs from zero; the batch's stages are released together after them),
+    // and leaves their partials in slice_sums, one 16-byte store per lane and MMA tile.
+    static_assert(kStages % kGroupSlices == 0, "ring depth: multiple of 4");
+    static_assert(ring_batch_allowed(kBatch, kMT, kNT, kStages), "slices per consumer wait");
     const uint32_t ring_address = ptx::smem_address(ring);
     for (int first = warp; first < local_slices; first += kRingConsumerWarps * kBatch) {
       float acc[kBatch][kMT][kNT][4];
