@@ -95,6 +95,9 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(32, 2880), 256);
   EXPECT_EQ(family_max_n(128, 7168), 64);
   EXPECT_EQ(family_max_n(256, 7168), 32);
+  EXPECT_EQ(family_max_n(256, 4096), 64);
+  EXPECT_EQ(family_max_n(256, 4104), 32);
+  EXPECT_EQ(family_max_n(257, 4096), 16);
   EXPECT_EQ(family_max_n(384, 7168), 16);
   EXPECT_EQ(family_max_n(1024, 1024), 16);
   EXPECT_EQ(family_max_n(1024, 1032), 8);

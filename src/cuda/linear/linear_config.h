@@ -73,14 +73,17 @@ constexpr int kReferenceThreads = 128;
 // Largest n the family serves for a weight of (m, k): above it cuBLASLt was faster on the H200
 // (docs/perf.md; same binary, PDL). Router-sized weights (m <= 128, k <= 2880) up to 256
 // (128 x 128 x 2880: 3.86 us against cuBLASLt's 6.7; 256 x 128 x 2880: 6.03 against 6.25); up to
-// 64 for m <= 128, k <= 7168 (64 x 128 x 7168: 5.14 against 6.18) and 32 for m <= 256, k <= 7168
-// (32 x 256 x 7168: 5.12 against 6.23; at 64 x 256 x 7168 cuBLASLt wins, 6.3 against 8.5); up to
+// 64 for m <= 128, k <= 7168 (64 x 128 x 7168: 5.14 against 6.18; 4.34 since single-slice
+// batches) and for m <= 256, k <= 4096 (64 x 256 x 4096: 4.50 against 5.80 with PDL, 5.47 against
+// 5.80 without), 32 for m <= 256, k <= 7168 (32 x 256 x 7168: 4.34 against 5.89; at 64 x 256 x
+// 7168 cuBLASLt still wins, 6.02 against the ring's best 6.13, one CTA per tile); up to
 // 16 below m = 1024 or up to a 1024 x 1024 weight (seed-mid); every n <= 8 below
 // kFamilyMaxWeight, none from it on.
 inline int64_t family_max_n(int64_t m, int64_t k) {
   if (m * k >= kFamilyMaxWeight) return 0;  // m * k < 2^62: w exists
   if (m <= 128 && k <= 2880) return kFamilyMaxN;
   if (m <= 128 && k <= 7168) return 64;
+  if (m <= 256 && k <= 4096) return 64;
   if (m <= 256 && k <= 7168) return 32;
   if (m < 1024 || m * k <= 1024 * 1024) return 16;
   return 8;
