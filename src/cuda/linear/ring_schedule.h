@@ -38,8 +38,8 @@ GEMMKIT_RING_HD constexpr int ring_producer(int slice, int producers) {
 }
 
 // Slices a consumer waits for before its MMAs, by default. The 16 x 8 tile takes one: each stage
-// is released as soon as its own MMAs are done, so the producer requests the ring's next round
-// while the rest of the first still streams in. Batches of 2 or 4 (side by side, to hide MMA
+// is released as soon as its own fragments are read (its last MMAs still to run), so the producer
+// requests the ring's next round while the rest of the first still streams in. Batches of 2 or 4 (side by side, to hide MMA
 // latency) measured slower at every depth and on every row tried (H200, graphs of 200 calls,
 // PDL: 128 x 128 x 2880 3.86 us at 4 slices, 3.26 at 2, 2.92 at 1; 256 x 128 x 2880 on 8 stages
 // 5.87 at 2, 4.79 at 1; docs/perf.md). Wider tiles keep up to 4 when they have few accumulator

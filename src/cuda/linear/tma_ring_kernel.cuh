@@ -323,10 +323,22 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
+      // The batch's stages go back to the producers once the warp has read them into registers
+      // (its ldmatrix reads are ordered before the arrive by __syncwarp and the arrive's release).
+      const auto release_batch = [&] {
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int i = first + j * kRingConsumerWarps;
+          if (i < local_slices && lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
+        }
+      };
       if constexpr (kMT * kNT == 1) {
         // Straight-line chains: the fragments of block b + 1 are read while block b's MMAs run
         // (two register buffers), and a chain's MMAs past its slice's blocks (the k tail, or
-        // every block of an absent chain) are predicated off rather than branched around.
+        // every block of an absent chain) are predicated off rather than branched around. The
+        // stages are released as soon as the last block's fragments are read, before the last
+        // two blocks' MMAs.
         uint32_t a[2][kBatch][4], b[2][kBatch][2];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) ring_block_fragments(stages[j], 0, lane, a[0][j], b[0][j]);
@@ -338,6 +350,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
             for (int j = 0; j < kBatch; ++j)
               ring_block_fragments(stages[j], block + 1, lane, a[now ^ 1][j], b[now ^ 1][j]);
           }
+          if (block == 6) release_batch();
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
             ptx::mma_m16n8k16_bf16_if(block < blocks[j], acc[j][0][0], a[now][j], b[now][j][0],
@@ -352,13 +365,12 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
             if (block < blocks[j]) ring_slice_mma<kMT, kNT>(stages[j], block, lane, acc[j]);
           }
         }
+        release_batch();
       }
-      __syncwarp();
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int i = first + j * kRingConsumerWarps;
         if (i >= local_slices) continue;
-        if (lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
