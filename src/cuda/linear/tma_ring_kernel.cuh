@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     if (threadIdx.x == 0) ptx::launch_dependents();
     prepare_epilogue();
     // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), kBatch at a time
-    // (each a chain of MMAs from zero; the batch's stages are released together after them),
+    // (each a chain of MMAs from zero; the batch's stages are released together, once read),
     // and leaves their partials in slice_sums, one 16-byte store per lane and MMA tile.
     static_assert(kStages % kGroupSlices == 0, "ring depth: multiple of 4");
     static_assert(ring_batch_allowed(kBatch, kMT, kNT, kStages), "slices per consumer wait");
