@@ -30,12 +30,14 @@ using gemmkit_test::Spec;
 
 const DeviceDescription kH200{};
 
-ConvRequest request(const std::string& depthwise = "auto") {
+// "staged": these tests are about the staged variant; auto takes the tensor-core one first where
+// it applies (test_conv_depthwise_mma.cpp).
+ConvRequest request(const std::string& depthwise = "staged") {
   return resolve_request("depthwise", "", kDefaultWorkspaceBytes, "", "", "", depthwise);
 }
 
 TEST(ConvDepthwiseStaged, WhatTakesIt) {
-  const auto variant = [](const Spec& s, const std::string& depthwise = "auto") {
+  const auto variant = [](const Spec& s, const std::string& depthwise = "staged") {
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request(depthwise));
     EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
     return c;

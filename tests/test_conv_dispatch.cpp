@@ -67,7 +67,9 @@ void expect_within_limits(const ConvConfig& c) {
     EXPECT_LT((t.grid - 1) * t.tiles_per_block, t.tiles);
   }
   if (c.path == ConvPath::depthwise) {
-    EXPECT_EQ(int64_t{c.block}, c.depthwise.cvt * c.depthwise.spb());
+    EXPECT_EQ(int64_t{c.block}, c.depthwise.variant == kDepthwiseMma
+                                    ? int64_t{kDepthwiseMmaThreads}
+                                    : c.depthwise.cvt * c.depthwise.spb());
     EXPECT_LE(c.depthwise.cvt, c.depthwise.variant == kDepthwiseBlocked ? kDepthwiseBlockedMaxCvt
                                                                         : kDepthwiseMaxCvt);
     EXPECT_LE(c.depthwise.spb(), kMaxGridYZ);
@@ -409,6 +411,10 @@ void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "
   if (t.variant == kDepthwiseStaged) {
     EXPECT_EQ(c.smem_bytes, depthwise_staged_smem_bytes(g, t));
     EXPECT_EQ(c.block, 32 * t.rows_per_block);
+  } else if (t.variant == kDepthwiseMma) {
+    EXPECT_EQ(c.smem_bytes, depthwise_mma_smem_bytes(g, t.run / 8));
+    EXPECT_EQ(c.vector, 8);
+    EXPECT_EQ(t.cvt * 8, kDepthwiseMmaChannels);
   } else {
     EXPECT_EQ(c.smem_bytes, t.variant == kDepthwiseBlocked
                                 ? t.cvt * t.w_cv_stride * 4
@@ -421,6 +427,24 @@ void expect_depthwise_coverage(const ConvProblem& p, const std::string& algo = "
     const int64_t first = b * t.tiles_per_block;
     const int64_t last = std::min(first + t.tiles_per_block, t.tiles());
     for (int64_t tile = first; tile < last; ++tile) {
+      if (t.variant == kDepthwiseMma) {
+        const DepthwiseStagedTile st = depthwise_mma_tile(g, t, tile);
+        if (st.channel_tile != staged) {
+          staged = st.channel_tile;
+          ++stagings;
+        }
+        ASSERT_LT(st.n, g.batch);
+        ASSERT_LT(st.d0, g.out[0]);
+        for (int64_t cv = st.c0 / 8; cv < st.c0 / 8 + t.cvt && cv < t.channel_vectors; ++cv) {
+          for (int64_t oh = st.oh0; oh < st.oh0 + kDepthwiseMmaRows && oh < g.out[1]; ++oh) {
+            const int64_t row = (st.n * g.out[0] + st.d0) * g.out[1] + oh;
+            for (int64_t ow = st.ow0; ow < st.ow0 + t.run && ow < g.out[2]; ++ow) {
+              ++hits[static_cast<std::size_t>((row * g.out[2] + ow) * t.channel_vectors + cv)];
+            }
+          }
+        }
+        continue;
+      }
       if (t.variant == kDepthwiseStaged) {
         const DepthwiseStagedTile st = depthwise_staged_tile(g, t, tile);
         if (st.channel_tile != staged) {
@@ -501,10 +525,10 @@ TEST(ConvTiling, DepthwiseCoversEachOutputOnce) {
   expect_depthwise_coverage(make_problem(conv1d));
 }
 
-// The 2-D stride-1 suite rows take the staged variant, the stride-2 one the blocked variant and
-// the 1-D one the narrow window variant, with enough blocks for 132 SMs (the 14 x 14 row: one
-// block per 14 x 14 x 32 tile, 96 blocks, the fewest rounds); odd shapes, strides and multipliers
-// are covered exactly once by every variant.
+// ConvNeXt 7x7 c96 takes the tensor-core variant, the other 2-D stride-1 suite rows the staged
+// one, the stride-2 one the blocked variant and the 1-D one the narrow window variant, with enough
+// blocks for 132 SMs (the 14 x 14 row: one block per 14 x 14 x 32 tile, 96 blocks, the fewest
+// rounds); odd shapes, strides and multipliers are covered exactly once by every variant.
 TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   struct Row {
     Spec spec;
@@ -514,7 +538,7 @@ TEST(ConvTiling, DepthwiseVariantsAndSuiteRows) {
   Spec mamba = depthwise_spec({8, 2048, 8192}, 4, 1, 0);
   mamba.params.padding_lo = {3};
   const Row rows[] = {
-      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseStaged, 264},
+      {depthwise_spec({8, 56, 56, 96}, 7, 1, 3), kDepthwiseMma, 384},
       {depthwise_spec({8, 14, 14, 384}, 7, 1, 3), kDepthwiseStaged, 96},
       {depthwise_spec({8, 56, 56, 144}, 3, 1, 1), kDepthwiseStaged, 264},
       {depthwise_spec({8, 56, 56, 144}, 3, 2, 1), kDepthwiseBlocked, 264},
@@ -755,8 +779,8 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     s.params.padding_hi = {3};
     const ConvConfig c = select_conv_config(make_problem(s), kH200, request());
     EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
-    EXPECT_EQ(c.depthwise.variant, kDepthwiseStaged);
-    EXPECT_EQ(c.vector, 2);
+    EXPECT_EQ(c.depthwise.variant, kDepthwiseMma);
+    EXPECT_EQ(c.vector, 8);
     EXPECT_TRUE(c.depthwise.x_vector);
     expect_within_limits(c);
   }

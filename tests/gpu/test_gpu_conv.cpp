@@ -320,9 +320,10 @@ HostTensor run_algo(PreparedConv& prepared, const ConvCase& c, const std::string
 // GEMMKIT_CONV_DEPTHWISE=`variant` (a direct launch, conv_launch.h: the library reads its
 // settings once per process); returns the output, and the configuration in `config`.
 // registers: 0 keeps the plan's; else the staged instantiation to launch (96 or the lean 80).
+// tiles_per_block: 0 keeps the plan's; else the tensor-core variant's blocks take that many tiles.
 HostTensor run_depthwise_variant(PreparedConv& prepared, const ConvCase& c, const DtypePair& d,
-                                 const std::string& variant, std::string& config,
-                                 int registers = 0) {
+                                 const std::string& variant, std::string& config, int registers = 0,
+                                 int64_t tiles_per_block = 0) {
   using namespace cuda::conv_impl;
   const detail::ConvProblem p =
       gemmkit_test::conv_problem(prepared.dx.view, prepared.dw.view,
@@ -331,6 +332,11 @@ HostTensor run_depthwise_variant(PreparedConv& prepared, const ConvCase& c, cons
   ConvConfig k = select_conv_config(p, describe_device(0),
                                     resolve_request("depthwise", "", -1, "", "", "", variant));
   if (registers != 0) k.depthwise.registers = registers;
+  if (tiles_per_block != 0) {
+    EXPECT_EQ(k.depthwise.variant, kDepthwiseMma);
+    k.depthwise.tiles_per_block = tiles_per_block;
+    k.grid.x = static_cast<uint32_t>(ceil_div(k.depthwise.tiles(), tiles_per_block));
+  }
   config = to_string(k);
   const ConvGeometry g = normalize(p);
   ConvPointers ptr;
@@ -418,8 +424,10 @@ void run_case(const ConvCase& c, const DtypePair& d, uint64_t seed) {
     const HostTensor again = run(algo, again_info);
     EXPECT_TRUE(gemmkit_test::same_bits(first, again)) << what << ": run-to-run difference";
     if (algo == "reference") reference_result = first;
-    // The depthwise kernel sums in the generic kernel's order: identical bits.
-    if (info.kernel == "cuda.conv.depthwise" && reference_result) {
+    // The depthwise kernel sums in the generic kernel's order: identical bits (not its
+    // tensor-core variant, whose MMAs sum each kernel row's products).
+    if (info.kernel == "cuda.conv.depthwise" && reference_result &&
+        info.reason.find("variant=mma") == std::string::npos) {
       EXPECT_TRUE(gemmkit_test::same_bits(first, *reference_result))
           << what << ": depthwise differs from the generic direct kernel";
     }
@@ -698,19 +706,22 @@ TEST(GpuConv, DepthwiseStagedVariant) {
        {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f32}}) {
     for (const ConvCase& c : cases) {
       run_case(c, d, seed += 10);
-      // The depthwise call ran the staged variant.
+      // The depthwise call ran the tensor-core variant (where it applies) or the staged one.
       PreparedConv prepared(c, d, seed + 5);
       CallInfo info;
       run_algo(prepared, c, "depthwise", &info);
-      EXPECT_NE(info.reason.find("variant=staged"), std::string::npos)
+      EXPECT_TRUE(info.reason.find("variant=staged") != std::string::npos ||
+                  info.reason.find("variant=mma") != std::string::npos)
           << label(c, d, "depthwise") << ": " << info.reason;
 #ifdef GEMMKIT_WITH_CUDA
-      // Both register budgets of the same plan: the direct kernel's bits.
+      // Both register budgets of the staged plan: the direct kernel's bits.
       const HostTensor direct = run_algo(prepared, c, "reference");
       for (const int registers : {cuda::conv_impl::kDepthwiseStagedRegisters,
                                   cuda::conv_impl::kDepthwiseStagedLeanRegisters}) {
         std::string config;
-        const HostTensor staged = run_depthwise_variant(prepared, c, d, "auto", config, registers);
+        const HostTensor staged =
+            run_depthwise_variant(prepared, c, d, "staged", config, registers);
+        EXPECT_NE(config.find("variant=staged"), std::string::npos) << config;
         EXPECT_NE(config.find("registers=" + std::to_string(registers)), std::string::npos)
             << config;
         EXPECT_TRUE(gemmkit_test::same_bits(staged, direct))
@@ -732,7 +743,7 @@ TEST(GpuConv, DepthwiseStagedVariant) {
     prepared.dw.buffer.copy_from_host(prepared.w.storage.data(), prepared.w.storage.size());
     const HostTensor direct = run_algo(prepared, c, "reference");
     std::string staged_config, blocked_config;
-    const HostTensor staged = run_depthwise_variant(prepared, c, d, "auto", staged_config);
+    const HostTensor staged = run_depthwise_variant(prepared, c, d, "staged", staged_config);
     EXPECT_NE(staged_config.find("variant=staged"), std::string::npos) << staged_config;
     EXPECT_TRUE(gemmkit_test::same_bits(staged, direct))
         << "Inf weight: staged differs from direct";
@@ -769,6 +780,108 @@ TEST(GpuConvSanitize, DepthwiseBlockedWeightStaging) {
     for (const ConvCase& c : cases) run_case(c, d, seed += 10);
 }
 
+// The tensor-core depthwise variant (conv_depthwise_mma.cuh), forced, against the reference
+// kernel within the error bound, with the same bits when its blocks take 1, 2 or 5 tiles each
+// (and each case through auto and the reference against the CPU backend, run_case): 3x3 to 9x9,
+// rectangular kernels, partial row, column and channel tiles (c % 16 == 8), each tile width (8, 16,
+// 32 columns), asymmetric and negative padding, flip, bias, strided x and out views, 3-D with one
+// tap along dim 0, f16 and bf16.
+TEST(GpuConv, DepthwiseMmaVariant) {
+  GEMMKIT_REQUIRE_GPU();
+  std::vector<ConvCase> cases;
+  const std::vector<std::string> dw{"reference", "depthwise"};
+  const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
+                             int64_t pad, bool bias) -> ConvCase& {
+    cases.push_back(depthwise_case(name, std::move(x), kernel, 1, pad, pad, 1, bias, dw));
+    return cases.back();
+  };
+  depthwise("mma 7x7 c96 8x56x56 (ConvNeXt, 32-column tiles)", {8, 56, 56, 96}, 7, 3, true);
+  depthwise("mma 7x7 c384 14x14 (8-column tiles)", {2, 14, 14, 384}, 7, 3, false);
+  depthwise("mma 3x3 c144 odd sizes", {2, 29, 31, 144}, 3, 1, true);
+  depthwise("mma 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
+  depthwise("mma 9x9 c8 (one channel octet)", {1, 12, 20, 8}, 9, 4, true);
+  depthwise("mma 1x1 c24", {1, 9, 17, 24}, 1, 0, true);
+  depthwise("mma 3x3 c16 tall", {1, 61, 9, 16}, 3, 1, true);
+  {
+    ConvCase& k =
+        depthwise("mma 3x3 flip, asymmetric / negative padding", {2, 12, 19, 16}, 3, 0, true);
+    k.params.padding_lo = {2, -1};
+    k.params.padding_hi = {0, 3};
+    k.params.flip = true;
+  }
+  {
+    ConvCase& k = depthwise("mma 2x5 rectangular, flip", {1, 19, 40, 32}, 3, 0, false);
+    k.w_shape = {32, 2, 5, 1};
+    k.params.padding_lo = {1, 2};
+    k.params.padding_hi = {0, 2};
+    k.params.flip = true;
+  }
+  {
+    ConvCase& k = depthwise("mma 7x7 padded weight view", {2, 20, 21, 48}, 7, 3, false);
+    k.w_layout.pad = {0, 0, 1, 0};
+  }
+  {
+    ConvCase& k = depthwise("mma 5x5 strided x and out", {2, 12, 13, 32}, 5, 2, true);
+    k.x_layout.pad = {0, 1, 1, 8};
+    k.x_layout.offset = 8;
+    k.out_layout.pad = {0, 0, 1, 2};
+    k.out_layout.offset = 2;
+  }
+  {
+    ConvCase k = make_case("mma 3-D one tap along dim 0", {1, 3, 10, 12, 16}, {16, 1, 5, 5, 1}, dw,
+                           "cuda.conv.depthwise");
+    k.params.groups = 16;
+    k.params.stride = {2, 1, 1};
+    k.params.padding_lo = {1, 2, 2};
+    k.params.padding_hi = {1, 2, 2};
+    k.bias = true;
+    cases.push_back(k);
+  }
+  uint64_t seed = 9900;
+  for (const DtypePair& d :
+       {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f16}}) {
+    for (const ConvCase& c : cases) {
+      run_case(c, d, seed += 10);  // auto (the tensor-core variant on the ConvNeXt case only)
+#ifdef GEMMKIT_WITH_CUDA
+      // Forced (GEMMKIT_CONV_DEPTHWISE=mma): within the error bound of the reference, and the
+      // same bits for 1, 2 and 5 tiles per block.
+      PreparedConv prepared(c, d, seed + 5);
+      std::string config;
+      const HostTensor one = run_depthwise_variant(prepared, c, d, "mma", config);
+      EXPECT_NE(config.find("variant=mma"), std::string::npos) << config;
+      EXPECT_EQ(gemmkit_test::check_output(one, any_order(prepared.ref),
+                                           label(c, d, "depthwise") + " " + config),
+                0);
+      for (const int64_t tiles : {2, 5}) {
+        std::string more_config;
+        const HostTensor more = run_depthwise_variant(prepared, c, d, "mma", more_config, 0, tiles);
+        EXPECT_TRUE(gemmkit_test::same_bits(one, more))
+            << label(c, d, "depthwise") << ": " << config << " against " << more_config;
+      }
+#endif
+    }
+  }
+}
+
+// The tensor-core depthwise variant on problems small enough for compute-sanitizer's three
+// tools: padding on every side with a partial channel tile, and blocks of several tiles that
+// restage their weights across channel tiles (the in-place transposition and the output staging
+// over the window are what racecheck watches).
+TEST(GpuConvSanitize, DepthwiseMma) {
+  GEMMKIT_REQUIRE_GPU();
+  const std::vector<std::string> dw{"depthwise"};
+  const ConvCase c = depthwise_case("dw mma 7x7 c24", {1, 15, 19, 24}, 7, 1, 3, 3, 1, true, dw);
+  const DtypePair d{DType::bf16, DType::bf16};
+  run_case(c, d, 9990);
+#ifdef GEMMKIT_WITH_CUDA
+  PreparedConv prepared(c, d, 9995);
+  const HostTensor direct = run_algo(prepared, c, "reference");
+  std::string config;
+  const HostTensor three = run_depthwise_variant(prepared, c, d, "mma", config, 0, 3);
+  EXPECT_EQ(gemmkit_test::check_output(three, any_order(prepared.ref), config), 0);
+#endif
+}
+
 // The staged depthwise kernel on problems small enough for compute-sanitizer's three tools: a
 // 7x7 tile with padding on every side, and 1200 tiny planes of 48 channels (more tiles than
 // blocks: each block streams its next window in while it computes one, and restages weights).
@@ -788,8 +901,9 @@ TEST(GpuConvSanitize, DepthwiseStaged) {
   PreparedConv prepared(cases[0], d, seed += 10);
   const HostTensor direct = run_algo(prepared, cases[0], "reference");
   std::string config;
-  const HostTensor lean = run_depthwise_variant(prepared, cases[0], d, "auto", config,
+  const HostTensor lean = run_depthwise_variant(prepared, cases[0], d, "staged", config,
                                                 cuda::conv_impl::kDepthwiseStagedLeanRegisters);
+  EXPECT_NE(config.find("variant=staged"), std::string::npos) << config;
   EXPECT_TRUE(gemmkit_test::same_bits(lean, direct)) << config;
 #endif
 }

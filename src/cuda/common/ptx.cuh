@@ -168,6 +168,23 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t address) 
                : "r"(address));
 }
 
+// The same four matrices transposed: lane l receives in register j elements (2 (l % 4) .. + 1,
+// l / 4) of matrix j, i.e. the fragment of the matrix whose rows are the addressed rows' columns.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// ---- stmatrix (sm_90) ---------------------------------------------------------------------------
+// The inverse of ldmatrix_x4: lane l supplies the 16-byte row address of row l % 8 of matrix
+// l / 8; register j holds elements (l / 4, 2 (l % 4) .. + 1) of matrix j.
+__device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(address),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // ---- Global loads ------------------------------------------------------------------------------
 // 16 bytes of global memory that nothing writes while the kernel runs, through the non-coherent
 // path and not allocated in L1 (data the SM streams once; keeps L1 for the kernel's shared

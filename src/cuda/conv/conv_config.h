@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -142,9 +143,11 @@ struct ConvRequest {
   // form, else mma, else cuda), "tma" (the TMA form wherever it applies, then as auto), "taps"
   // (the register form, else mma, else cuda), "mma" (mma, else cuda) or "cuda" (CUDA-core only).
   std::string small_o = "auto";
-  // The depthwise variant the depthwise path may take (GEMMKIT_CONV_DEPTHWISE): "auto" (staged,
-  // else blocked, else the window / generic variants), "staged" (the same: staged where it
-  // applies) or "blocked" (never staged).
+  // The depthwise variant the depthwise path may take (GEMMKIT_CONV_DEPTHWISE): "auto" (the
+  // tensor-core variant where it was measured faster, why_not_depthwise_mma_by_default; else
+  // staged, else blocked, else the window / generic variants), "mma" (the tensor-core variant
+  // wherever it applies, else as auto), "staged" (never the tensor-core variant: the direct
+  // kernel's bits) or "blocked" (neither the tensor-core nor the staged variant).
   std::string depthwise = "auto";
 };
 
@@ -205,7 +208,9 @@ inline std::string to_string(const ConvConfig& c) {
       << " cvt=" << t.cvt << " block_tiles=" << t.rows_per_block << "x" << t.runs_per_block
       << " tiles=" << t.tiles() << " tiles_per_block=" << t.tiles_per_block
       << " smem=" << c.smem_bytes;
-    if (t.variant == kDepthwiseStaged) s << " registers=" << t.registers;
+    if (t.variant == kDepthwiseStaged || t.variant == kDepthwiseMma) {
+      s << " registers=" << t.registers;
+    }
     if (t.variant == kDepthwiseBlocked || t.variant == kDepthwiseStaged) {
       s << " w_vector_bytes=" << t.w_vector_bytes;
     }
@@ -246,7 +251,7 @@ inline bool is_known_algo(const std::string& algo) {
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
 inline bool is_depthwise_variant(const std::string& v) {
-  return v == "auto" || v == "staged" || v == "blocked";
+  return v == "auto" || v == "mma" || v == "staged" || v == "blocked";
 }
 
 inline bool is_small_o_variant(const std::string& v) {
@@ -257,7 +262,7 @@ inline bool is_small_o_variant(const std::string& v) {
 // are an Error naming where the value came from. `env_cudnn` is GEMMKIT_CONV_CUDNN: "" or "1"
 // lets auto use cuDNN, "0" keeps auto on the own paths; anything else is an Error.
 // `env_small_o` is GEMMKIT_CONV_SMALL_O ("" = auto; else auto | tma | taps | mma | cuda),
-// `env_depthwise` GEMMKIT_CONV_DEPTHWISE ("" = auto; else auto | staged | blocked).
+// `env_depthwise` GEMMKIT_CONV_DEPTHWISE ("" = auto; else auto | mma | staged | blocked).
 inline ConvRequest resolve_request(const std::string& option_algo, const std::string& env_algo,
                                    int64_t option_workspace, const std::string& env_workspace_mb,
                                    const std::string& env_cudnn = "",
@@ -284,7 +289,7 @@ inline ConvRequest resolve_request(const std::string& option_algo, const std::st
   if (!env_depthwise.empty()) {
     if (!is_depthwise_variant(env_depthwise)) {
       detail::fail(kOp, "GEMMKIT_CONV_DEPTHWISE",
-                   "'" + env_depthwise + "': must be one of auto, staged, blocked");
+                   "'" + env_depthwise + "': must be one of auto, mma, staged, blocked");
     }
     r.depthwise = env_depthwise;
   }
@@ -939,6 +944,138 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
          " registers";
 }
 
+// Why the tensor-core depthwise variant (conv_depthwise_mma.cuh) cannot serve p ("" when it
+// can): a 2-D layer (or 3-D with one tap along dim 0) with multiplier 1, kernels up to 9 x 9,
+// stride 1 and no dilation along the last two dims, at least 8 output rows (a 16-row tile of
+// fewer would be mostly waste), 16-bit x in 16-byte channel octets and out of x's type, stored
+// as 2-channel (32-bit) words.
+inline std::string why_not_depthwise_mma(const detail::ConvProblem& p, const ConvGeometry& g) {
+  if (p.spatial < 2) return "one spatial dim";
+  if (g.o != g.c) return "a channel multiplier > 1";
+  if (g.kernel[0] != 1) return "more than one kernel tap along the first of 3 spatial dims";
+  if (g.kernel[1] > kDepthwiseMmaMaxKernel || g.kernel[2] > kDepthwiseMmaMaxKernel) {
+    return "a kernel wider or taller than 9";
+  }
+  for (int d = 1; d < kDims; ++d) {
+    if (g.stride[d] != 1 || g.kdil[d] != 1 || g.idil[d] != 1) {
+      return "a stride or dilation along the last two spatial dims";
+    }
+  }
+  if (g.out[1] < kDepthwiseMmaRows / 2) return "fewer than 8 output rows";
+  const std::string no_octets = why_not_x_channel_octets(p);
+  if (!no_octets.empty()) return no_octets;
+  if (p.out.dtype != p.x.dtype) return "out's dtype is not x's";
+  if (channel_stride(p.out) != 1 || pointer_alignment(p.out.data) < 4 ||
+      !outer_strides_multiple_of(p.out, 2)) {
+    return "out not suited to 2-channel stores";
+  }
+  // 32-bit offsets inside a plane of x or out and inside the weight, 32-bit coordinates (the
+  // window may start up to a tile plus the padding outside the plane).
+  const auto plane_span = [&](const int64_t* extent, const int64_t* stride) {
+    return static_cast<double>(extent[1] - 1) * static_cast<double>(std::abs(stride[2])) +
+           static_cast<double>(extent[2] - 1) * static_cast<double>(std::abs(stride[3])) +
+           static_cast<double>(g.c);
+  };
+  const double w_span =
+      static_cast<double>(g.o - 1) * static_cast<double>(std::abs(g.w_stride[0])) +
+      static_cast<double>(g.kernel[1] - 1) * static_cast<double>(std::abs(g.w_stride[2])) +
+      static_cast<double>(g.kernel[2] - 1) * static_cast<double>(std::abs(g.w_stride[3]));
+  const auto reach = [&](int d) {
+    return g.in[d] + g.out[d] + std::abs(g.pad_lo[d]) + 2 * kDepthwiseMmaRows +
+           8 * kDepthwiseMmaMaxPieces + g.kernel[d];
+  };
+  if (plane_span(g.in, g.x_stride) >= static_cast<double>(kMaxInt32) ||
+      plane_span(g.out, g.out_stride) >= static_cast<double>(kMaxInt32) ||
+      w_span >= static_cast<double>(kMaxInt32) || reach(1) > kMaxInt32 / 2 ||
+      reach(2) > kMaxInt32 / 2) {
+    return "a plane of x or out, or the weight, spans 2^31 or more elements";
+  }
+  return "";
+}
+
+// The tensor-core variant's tiling with `pieces` 8-column pieces per tile (4, 2 or 1), and the
+// blocks of it an SM holds (threads, registers, shared memory with the driver's 1 KiB per block);
+// resident 0: the window does not fit 48 KiB.
+inline DepthwiseTiling depthwise_mma_tiling(const ConvGeometry& g, const DeviceDescription& dev,
+                                            int64_t grid_cap, int pieces, int64_t& resident) {
+  DepthwiseTiling c;
+  c.variant = kDepthwiseMma;
+  c.run = 8 * pieces;
+  c.th = kDepthwiseMmaRows;
+  c.cvt = kDepthwiseMmaChannels / 8;
+  c.channel_vectors = g.c / 8;
+  c.channel_tiles = ceil_div(c.channel_vectors, c.cvt);
+  c.runs_per_row = ceil_div(g.out[2], int64_t{c.run});
+  c.row_tiles = ceil_div(g.out[1], int64_t{kDepthwiseMmaRows});
+  c.col_tiles = c.runs_per_row;
+  c.spatial_tiles = g.batch * g.out[0] * c.row_tiles * c.col_tiles;
+  c.x_vector = true;
+  c.registers = depthwise_mma_registers(pieces);
+  c.tiles_per_block = ceil_div(c.tiles(), std::max<int64_t>(1, std::min(grid_cap, kMaxGridX)));
+  const int64_t smem = depthwise_mma_smem_bytes(g, pieces);
+  resident = smem > kMaxKernelSmem
+                 ? 0
+                 : std::min({int64_t{2048} / kDepthwiseMmaThreads,
+                             blocks_per_sm_by_registers(c.registers, kDepthwiseMmaThreads),
+                             dev.shared_per_multiprocessor / (smem + 1024)});
+  return c;
+}
+
+// Under GEMMKIT_CONV_DEPTHWISE=mma: the tile width (4, 2 or 1 pieces) whose grid takes the fewest
+// rounds of resident blocks times a tile's pixels moved (window in, outputs out), ties to fewer
+// pixels in all. Fills t; returns a description for the reason.
+inline std::string plan_depthwise_mma(const ConvGeometry& g, const DeviceDescription& dev,
+                                      int64_t grid_cap, DepthwiseTiling& t) {
+  bool have = false;
+  double best_cost = 0, best_work = 0;
+  for (const int pieces : {4, 2, 1}) {
+    int64_t resident = 0;
+    const DepthwiseTiling c = depthwise_mma_tiling(g, dev, grid_cap, pieces, resident);
+    if (resident < 1) continue;
+    const int64_t blocks = ceil_div(c.tiles(), c.tiles_per_block);
+    const double tile = static_cast<double>(
+        depthwise_mma_in_rows(g) * depthwise_mma_in_cols(pieces) + kDepthwiseMmaRows * 8 * pieces);
+    const double rounds = static_cast<double>(ceil_div(blocks, resident * dev.multiprocessors));
+    const double cost = rounds * static_cast<double>(c.tiles_per_block) * tile;
+    const double work = static_cast<double>(c.tiles()) * tile;
+    if (!have || cost < best_cost * 0.999 || (cost <= best_cost * 1.001 && work < best_work)) {
+      t = c;
+      best_cost = cost;
+      best_work = work;
+      have = true;
+    }
+  }
+  return "16-channel tiles of 16 x " + std::to_string(t.run) + " outputs, " +
+         std::to_string(t.tiles()) + " tiles, " + std::to_string(t.tiles_per_block) + " per block";
+}
+
+// Where auto takes the tensor-core variant over the staged one ("" and its tiling in t, else why
+// not): kernels of at least 7 x 7, whose FMAs cost the staged variant most, and 32-column tiles
+// that fill 90-100% of one wave of resident blocks. Its blocks run copy, transposition, MMAs and
+// stores back to back, with no next tile to overlap, so it wins only where every SM holds a full
+// set of them once. H200 (docs/perf.md, 2026-11-30): ConvNeXt 8 x 56^2 x 96 (384 tiles, 97% of
+// 396) 11.74 against the staged 12.86 us; 1 x 112^2 x 96 (168 tiles, 42%) 9.22 against 7.62;
+// 8 x 14^2 x 384 (best width) 7.20 against 5.72; MobileNet 3x3 8 x 56^2 x 144 14.1 against 8.0.
+inline std::string why_not_depthwise_mma_by_default(const ConvGeometry& g,
+                                                    const DeviceDescription& dev, int64_t grid_cap,
+                                                    DepthwiseTiling& t) {
+  if (g.kernel[1] < 7 || g.kernel[2] < 7) {
+    return "a kernel smaller than 7 x 7 (the staged variant is faster; GEMMKIT_CONV_DEPTHWISE=mma "
+           "forces it)";
+  }
+  int64_t resident = 0;
+  const DepthwiseTiling c =
+      depthwise_mma_tiling(g, dev, grid_cap, kDepthwiseMmaMaxPieces, resident);
+  const int64_t slots = resident * dev.multiprocessors;
+  if (resident < 1 || c.tiles() > slots || 10 * c.tiles() < 9 * slots) {
+    return "its 32-column tiles (" + std::to_string(c.tiles()) +
+           ") do not fill 90-100% of one wave (" + std::to_string(slots) +
+           " blocks; GEMMKIT_CONV_DEPTHWISE=mma forces it)";
+  }
+  t = c;
+  return "";
+}
+
 // Depthwise kernel (conv_depthwise.cuh). Variant, first that applies (DepthwiseTiling):
 //   blocked 2-D / 3-D, kernel width 3, 5 or 7, last-dim stride 1 or 2, no dilation along the last
 //           two dims (why_not_depthwise_blocked): a th x tw register tile of 2 channels
@@ -982,6 +1119,28 @@ inline ConvConfig depthwise_config(const detail::ConvProblem& p, const DeviceDes
     c.tile = t.run;
     c.block = static_cast<int>(t.threads());
   };
+  if (variant == "auto" || variant == "mma") {
+    std::string no_mma = why_not_depthwise_mma(p, g);
+    if (no_mma.empty() && variant == "auto") {
+      no_mma = why_not_depthwise_mma_by_default(g, dev, c.grid_cap, t);
+    }
+    if (no_mma.empty()) {
+      const std::string shape = variant == "mma"
+                                    ? plan_depthwise_mma(g, dev, c.grid_cap, t)
+                                    : "16-channel tiles of 16 x 32 outputs, " +
+                                          std::to_string(t.tiles()) + " tiles, one full wave";
+      c.grid.x = static_cast<uint32_t>(ceil_div(t.tiles(), t.tiles_per_block));
+      c.vector = 8;
+      c.tile = t.run;
+      c.block = kDepthwiseMmaThreads;
+      c.smem_bytes = depthwise_mma_smem_bytes(g, t.run / 8);
+      c.reason += "; tensor-core variant: " + shape;
+      return c;
+    }
+    c.reason += "; not the tensor-core variant: " + no_mma;
+  } else {
+    c.reason += "; not the tensor-core variant: GEMMKIT_CONV_DEPTHWISE=" + variant;
+  }
   if (variant != "blocked") {
     const std::string no_staged = why_not_depthwise_staged(p, g);
     if (no_staged.empty()) {

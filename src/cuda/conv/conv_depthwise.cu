@@ -11,6 +11,10 @@ namespace gemmkit::cuda::conv_impl {
 void launch_conv_depthwise(const ConvGeometry& g, const DepthwiseTiling& t, int vector,
                            DType x_dtype, DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                            int64_t smem_bytes, cudaStream_t stream) {
+  if (t.variant == kDepthwiseMma) {
+    launch_conv_depthwise_mma(g, t, x_dtype, out_dtype, ptr, grid, smem_bytes, stream);
+    return;
+  }
   if (t.variant == kDepthwiseStaged) {
     launch_conv_depthwise_staged(g, t, x_dtype, out_dtype, ptr, grid, smem_bytes, stream);
     return;

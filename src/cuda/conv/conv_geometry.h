@@ -260,6 +260,10 @@ GEMMKIT_CONV_HD bool unfold_source(const ConvGeometry& g, int64_t row0, int64_t 
 //                      dilation along the last two dims, multiplier 1, 16-bit x in 16-byte channel
 //                      octets: each block's input window staged by cp.async (zeros outside x),
 //                      2 x 7 outputs x 2 channels per thread (conv_depthwise_staged.cuh)
+//   kDepthwiseMma      2-D (one tap along dim 0), kernels up to 9 x 9, stride 1, no dilation
+//                      along the last two dims, multiplier 1, 16-bit x and out of one type:
+//                      Toeplitz MMAs per channel and kernel row (conv_depthwise_mma.cuh); th =
+//                      kDepthwiseMmaRows, run = 8, 16 or 32 columns per tile
 // The narrow / wide window variants need multiplier 1 and x suited to `vector`-element loads;
 // they keep one kernel row of weights in registers and stream the row's input window once. The
 // blocked variant takes any multiplier (vector 1 then) and is the one for every 2-D layer.
@@ -268,6 +272,7 @@ constexpr int kDepthwiseNarrow = 1;
 constexpr int kDepthwiseWide = 2;
 constexpr int kDepthwiseBlocked = 3;
 constexpr int kDepthwiseStaged = 4;
+constexpr int kDepthwiseMma = 5;
 
 inline const char* depthwise_variant_name(int variant) {
   switch (variant) {
@@ -281,6 +286,8 @@ inline const char* depthwise_variant_name(int variant) {
       return "blocked";
     case kDepthwiseStaged:
       return "staged";
+    case kDepthwiseMma:
+      return "mma";
   }
   return "?";
 }
@@ -523,6 +530,114 @@ GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_staged_tile(const ConvGeometry& g,
 // Whether every tile index (and so every count it is divided by) fits 32-bit unsigned division.
 GEMMKIT_CONV_HD bool depthwise_staged_decode32(const DepthwiseTiling& t) {
   return t.tiles() <= 0xffffffffll;
+}
+
+// ---- Tensor-core depthwise variant (conv_depthwise_mma.cuh) ----------------------------------
+// A block tile is kDepthwiseMmaChannels channels (t.cvt = 2 vectors of 8) x kDepthwiseMmaRows
+// output rows x t.run output columns of one plane (t.run / 8 = "pieces" of 8 columns: 1, 2 or 4).
+// Per channel, kernel row i and piece j, one mma.m16n8k16 multiplies A = the 16 x 16 input window
+// (rows i .. i + 15, columns 8j .. 8j + 15 of the tile's window) by kernel row i's Toeplitz matrix
+// B (B[k][n] = w[i][k - n] for 0 <= k - n < kw, else 0), so kw <= 9. The window, (16 + kh - 1) rows
+// x (8 * pieces + 8) columns, is staged per row: first as pixels of 16 channels (two 16-byte
+// chunks, swizzled), then transposed in place into 16 channel rows of 8-column blocks.
+constexpr int kDepthwiseMmaRows = 16;
+constexpr int kDepthwiseMmaChannels = 16;
+constexpr int kDepthwiseMmaThreads = 256;  // 8 warps: channels w and w + 8 in the MMA phase
+constexpr int kDepthwiseMmaMaxKernel = 9;
+constexpr int kDepthwiseMmaMaxPieces = 4;
+// Registers per thread the kernel is held to (__launch_bounds__): 64 for 1-piece tiles (4 blocks
+// of 8 warps per SM), 80 for the others (3 blocks), whose accumulators and weight loads need more.
+GEMMKIT_CONV_HD constexpr int depthwise_mma_registers(int pieces) {
+  return pieces == 1 ? 64 : 80;
+}
+// Staged weights per (channel, kernel row): window tap s at index s + 8, zeros around it, so a
+// lane's Toeplitz slots 2 (l % 4) - l / 4 + {8, 9, 16, 17} always fall inside.
+constexpr int kDepthwiseMmaWeightRow = 24;
+
+// Shared-memory layout, in 16-byte units. A window row holds 8 * pieces + 8 pixels (2 units
+// each) before the transposition and 16 channel rows of `depthwise_mma_channel_units` units
+// after it; the row pitch is odd so that ldmatrix's 8 rows of one A matrix (8 window rows) hit
+// distinct banks, and so is the channel pitch (stmatrix's 8 channel rows).
+GEMMKIT_CONV_HD int depthwise_mma_in_cols(int pieces) {
+  return 8 * pieces + 8;
+}
+GEMMKIT_CONV_HD int depthwise_mma_in_rows(const ConvGeometry& g) {
+  return kDepthwiseMmaRows + static_cast<int>(g.kernel[1]) - 1;
+}
+GEMMKIT_CONV_HD int depthwise_mma_channel_units(int pieces) {
+  return (pieces + 1) | 1;
+}
+GEMMKIT_CONV_HD int depthwise_mma_row_units(int pieces) {
+  return kDepthwiseMmaChannels * depthwise_mma_channel_units(pieces) + 1;
+}
+// The output staging after the MMAs (over the window): (channel, row, 8-column block) units with
+// an odd row pitch (the fragments' 32-bit stores) and an odd channel pitch (ldmatrix.trans).
+GEMMKIT_CONV_HD int depthwise_mma_out_row_units(int pieces) {
+  return pieces | 1;
+}
+GEMMKIT_CONV_HD int depthwise_mma_out_channel_units(int pieces) {
+  return kDepthwiseMmaRows * depthwise_mma_out_row_units(pieces) + 1;
+}
+GEMMKIT_CONV_HD int64_t depthwise_mma_window_bytes(const ConvGeometry& g, int pieces) {
+  const int64_t window = int64_t{depthwise_mma_in_rows(g)} * depthwise_mma_row_units(pieces);
+  const int64_t staged = int64_t{kDepthwiseMmaChannels} * depthwise_mma_out_channel_units(pieces);
+  return 16 * (window > staged ? window : staged);
+}
+// Then the channel tile's weights, 16-bit: (channel, kernel row, kDepthwiseMmaWeightRow).
+GEMMKIT_CONV_HD int64_t depthwise_mma_smem_bytes(const ConvGeometry& g, int pieces) {
+  return depthwise_mma_window_bytes(g, pieces) +
+         int64_t{kDepthwiseMmaChannels} * g.kernel[1] * kDepthwiseMmaWeightRow * 2;
+}
+
+// Block tile `tile` (channel tile outermost, then plane, row tile, column tile; in the staged
+// variant's tile record), decoded in `I`
+// (32-bit where every count fits: depthwise_staged_decode32): first channel, plane (n, d0),
+// first output row and column, the input coordinates of the window's pixel (0, 0) (padding when
+// negative), and the plane's input index along dim 0 (plane_ok false: the window is all zeros).
+template <typename I = int64_t>
+GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_mma_tile(const ConvGeometry& g,
+                                                       const DepthwiseTiling& t, int64_t tile) {
+  DepthwiseStagedTile s;
+  I rest = static_cast<I>(tile);
+  const I col_tile = rest % static_cast<I>(t.col_tiles);
+  rest /= static_cast<I>(t.col_tiles);
+  const I row_tile = rest % static_cast<I>(t.row_tiles);
+  rest /= static_cast<I>(t.row_tiles);
+  const I planes = static_cast<I>(g.batch * g.out[0]);
+  const I plane = rest % planes;
+  s.channel_tile = static_cast<int64_t>(rest / planes);
+  s.d0 = static_cast<int64_t>(plane % static_cast<I>(g.out[0]));
+  s.n = static_cast<int64_t>(plane / static_cast<I>(g.out[0]));
+  s.c0 = s.channel_tile * kDepthwiseMmaChannels;
+  s.oh0 = static_cast<int64_t>(row_tile) * kDepthwiseMmaRows;
+  s.ow0 = static_cast<int64_t>(col_tile) * t.run;
+  s.ih0 = s.oh0 - g.pad_lo[1];
+  s.iw0 = s.ow0 - g.pad_lo[2];
+  s.plane_ok = tap_source(g, 0, s.d0, 0, s.i0);
+  if (!s.plane_ok) s.i0 = 0;
+  return s;
+}
+
+// Lane `lane`'s window row (0 .. 15) and 8-column block (0 or 1) of the 16 x 16 A matrix it
+// points ldmatrix.x4 at: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),
+// (rows 8-15, k 8-15), the A fragment registers a0 .. a3 of mma.m16n8k16.
+GEMMKIT_CONV_HD int depthwise_mma_a_row(int lane) {
+  return (lane & 7) + ((lane >> 3) & 1) * 8;
+}
+GEMMKIT_CONV_HD int depthwise_mma_a_block(int lane) {
+  return lane >> 4;
+}
+// Index in a staged weight row of the window tap that lane `lane`'s Toeplitz B fragment holds in
+// register `reg` (0: k-slots 2 (l % 4) + {0, 1}; 1: + 8), half `half`, for column n = l / 4:
+// slot k - n + 8.
+GEMMKIT_CONV_HD int depthwise_mma_b_slot(int lane, int reg, int half) {
+  return 2 * (lane & 3) + 8 * reg + half - (lane >> 2) + 8;
+}
+// The 16-byte unit of pixel `col`'s chunk `h` (channels 8h .. 8h + 7) in a staged window row
+// before the transposition: the chunks of pixels 4 .. 7 of every 8 swap places, so that 8
+// consecutive pixels' chunks h fall on 8 distinct bank groups (ldmatrix.trans).
+GEMMKIT_CONV_HD int depthwise_mma_pixel_unit(int col, int h) {
+  return 2 * col + (h ^ ((col >> 2) & 1));
 }
 
 // ---- Small-o tiling ---------------------------------------------------------------------------

@@ -44,6 +44,12 @@ void launch_conv_depthwise_staged(const ConvGeometry& g, const DepthwiseTiling& 
                                   DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
                                   int64_t smem_bytes, cudaStream_t stream);
 
+// conv_depthwise_mma.cuh, the tensor-core variant (called by launch_conv_depthwise): blockDim
+// kDepthwiseMmaThreads, smem_bytes = depthwise_mma_smem_bytes(g, t.run / 8).
+void launch_conv_depthwise_mma(const ConvGeometry& g, const DepthwiseTiling& t, DType x_dtype,
+                               DType out_dtype, const ConvPointers& ptr, LaunchGrid grid,
+                               int64_t smem_bytes, cudaStream_t stream);
+
 // conv_small_o.cuh.
 void launch_conv_small_o(const ConvGeometry& g, const SmallOTiling& t, int vector, DType x_dtype,
                          DType out_dtype, const ConvPointers& ptr, LaunchGrid grid, int block,
