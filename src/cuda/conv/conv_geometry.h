@@ -494,19 +494,22 @@ GEMMKIT_CONV_HD int64_t depthwise_staged_smem_bytes(const ConvGeometry& g,
          g.kernel[1] * g.kernel[2] * depthwise_staged_channels(t) * 4;
 }
 
-// Block tile `tile` (channel tile outermost, then plane, row tile, column tile): first channel,
-// plane (n, d0), first output row and column, the input coordinates of the window's pixel (0, 0)
-// (padding when negative), and the plane's input index along dim 0 (plane_ok false: the plane
-// reads padding, every staged pixel is zero). The divisions run in `I`: the kernel takes 32-bit
-// ones when every count fits (depthwise_staged_decode32: a 64-bit division costs ~70
+// Block tile `tile` of a window variant (staged, tensor-core) whose tiles are `channels` x
+// `rows` x `cols` outputs (channel tile outermost, then plane, row tile, column tile): first
+// channel, plane (n, d0), first output row and column, the input coordinates of the window's
+// pixel (0, 0) (padding when negative), and the plane's input index along dim 0 (plane_ok false:
+// the plane reads padding, every staged pixel is zero). The divisions run in `I`: the kernels
+// take 32-bit ones when every count fits (depthwise_staged_decode32: a 64-bit division costs ~70
 // instructions).
 struct DepthwiseStagedTile {
   int64_t channel_tile = 0, c0 = 0, n = 0, d0 = 0, oh0 = 0, ow0 = 0, ih0 = 0, iw0 = 0, i0 = 0;
   bool plane_ok = false;
 };
-template <typename I = int64_t>
-GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_staged_tile(const ConvGeometry& g,
-                                                          const DepthwiseTiling& t, int64_t tile) {
+template <typename I>
+GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_window_tile(const ConvGeometry& g,
+                                                          const DepthwiseTiling& t, int64_t tile,
+                                                          int64_t channels, int64_t rows,
+                                                          int64_t cols) {
   DepthwiseStagedTile s;
   I rest = static_cast<I>(tile);
   const I col_tile = rest % static_cast<I>(t.col_tiles);
@@ -518,14 +521,22 @@ GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_staged_tile(const ConvGeometry& g,
   s.channel_tile = static_cast<int64_t>(rest / planes);
   s.d0 = static_cast<int64_t>(plane % static_cast<I>(g.out[0]));
   s.n = static_cast<int64_t>(plane / static_cast<I>(g.out[0]));
-  s.c0 = s.channel_tile * depthwise_staged_channels(t);
-  s.oh0 = static_cast<int64_t>(row_tile) * t.rows_per_block * kDepthwiseStagedRows;
-  s.ow0 = static_cast<int64_t>(col_tile) * t.runs_per_block * kDepthwiseStagedRun;
+  s.c0 = s.channel_tile * channels;
+  s.oh0 = static_cast<int64_t>(row_tile) * rows;
+  s.ow0 = static_cast<int64_t>(col_tile) * cols;
   s.ih0 = s.oh0 - g.pad_lo[1];
   s.iw0 = s.ow0 - g.pad_lo[2];
   s.plane_ok = tap_source(g, 0, s.d0, 0, s.i0);
   if (!s.plane_ok) s.i0 = 0;
   return s;
+}
+// The staged variant's tiles: 2 * cvt channels x 2 * warps rows x 7 * groups columns.
+template <typename I = int64_t>
+GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_staged_tile(const ConvGeometry& g,
+                                                          const DepthwiseTiling& t, int64_t tile) {
+  return depthwise_window_tile<I>(g, t, tile, depthwise_staged_channels(t),
+                                  t.rows_per_block * kDepthwiseStagedRows,
+                                  t.runs_per_block * kDepthwiseStagedRun);
 }
 // Whether every tile index (and so every count it is divided by) fits 32-bit unsigned division.
 GEMMKIT_CONV_HD bool depthwise_staged_decode32(const DepthwiseTiling& t) {
@@ -589,33 +600,11 @@ GEMMKIT_CONV_HD int64_t depthwise_mma_smem_bytes(const ConvGeometry& g, int piec
          int64_t{kDepthwiseMmaChannels} * g.kernel[1] * kDepthwiseMmaWeightRow * 2;
 }
 
-// Block tile `tile` (channel tile outermost, then plane, row tile, column tile; in the staged
-// variant's tile record), decoded in `I`
-// (32-bit where every count fits: depthwise_staged_decode32): first channel, plane (n, d0),
-// first output row and column, the input coordinates of the window's pixel (0, 0) (padding when
-// negative), and the plane's input index along dim 0 (plane_ok false: the window is all zeros).
+// The tensor-core variant's tiles: kDepthwiseMmaChannels x kDepthwiseMmaRows x t.run.
 template <typename I = int64_t>
 GEMMKIT_CONV_HD DepthwiseStagedTile depthwise_mma_tile(const ConvGeometry& g,
                                                        const DepthwiseTiling& t, int64_t tile) {
-  DepthwiseStagedTile s;
-  I rest = static_cast<I>(tile);
-  const I col_tile = rest % static_cast<I>(t.col_tiles);
-  rest /= static_cast<I>(t.col_tiles);
-  const I row_tile = rest % static_cast<I>(t.row_tiles);
-  rest /= static_cast<I>(t.row_tiles);
-  const I planes = static_cast<I>(g.batch * g.out[0]);
-  const I plane = rest % planes;
-  s.channel_tile = static_cast<int64_t>(rest / planes);
-  s.d0 = static_cast<int64_t>(plane % static_cast<I>(g.out[0]));
-  s.n = static_cast<int64_t>(plane / static_cast<I>(g.out[0]));
-  s.c0 = s.channel_tile * kDepthwiseMmaChannels;
-  s.oh0 = static_cast<int64_t>(row_tile) * kDepthwiseMmaRows;
-  s.ow0 = static_cast<int64_t>(col_tile) * t.run;
-  s.ih0 = s.oh0 - g.pad_lo[1];
-  s.iw0 = s.ow0 - g.pad_lo[2];
-  s.plane_ok = tap_source(g, 0, s.d0, 0, s.i0);
-  if (!s.plane_ok) s.i0 = 0;
-  return s;
+  return depthwise_window_tile<I>(g, t, tile, kDepthwiseMmaChannels, kDepthwiseMmaRows, t.run);
 }
 
 // Lane `lane`'s window row (0 .. 15) and 8-column block (0 or 1) of the 16 x 16 A matrix it
