@@ -6,12 +6,14 @@
 # Targets (2x cuDNN): dw7x7-96 <= 11.7 us, dw7x7-384 <= 5.8, dw3x3-144 <= 4.1.
 # Output: $OUT/summary.txt, $OUT/logs.tgz, $OUT/dw.txt.
 # Settings: GEMMKIT_GPU_FILTER (default: the depthwise tests and the parameter matrix),
+# GEMMKIT_SANITIZE_FILTER (default: the staged and tensor-core sanitizer tests),
 # GEMMKIT_DW_SETTINGS (default "auto mma staged blocked"), GEMMKIT_DW_PASSES (default "1 2"),
 # GEMMKIT_DW_PROFILE=1 (Nsight Compute digest of the staged kernel on two rows),
 # GEMMKIT_DW_BENCH=1 (the conv-models suite too, under $OUT/bench).
 set -u
 GEMMKIT_GPU_FILTER=${GEMMKIT_GPU_FILTER:-'GpuConv.Depthwise*:GpuConv.ParameterMatrix*:GpuConvSanitize.Depthwise*'} \
-  GEMMKIT_GPU_TIMEOUT=240 GEMMKIT_SANITIZE_FILTER='GpuConvSanitize.DepthwiseStaged:GpuConvSanitize.DepthwiseMma' \
+  GEMMKIT_GPU_TIMEOUT=240 \
+  GEMMKIT_SANITIZE_FILTER=${GEMMKIT_SANITIZE_FILTER:-'GpuConvSanitize.DepthwiseStaged:GpuConvSanitize.DepthwiseMma'} \
   GEMMKIT_SANITIZE_TIMEOUT=120 bash scripts/device.sh test >"$OUT/device.txt" 2>&1
 grep -A24 "==== summary" "$OUT/device.txt"
 cr=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)

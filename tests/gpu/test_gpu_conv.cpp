@@ -649,6 +649,40 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
 #endif
 }
 
+// The 2-D window variants' layout cases (staged, tensor-core), named with `prefix`: flip with
+// asymmetric and negative padding, a weight view with padded rows (not one run of w), strided x
+// and out views, and 3-D with one tap along dim 0 (stride and padding there).
+std::vector<ConvCase> depthwise_window_layout_cases(const std::string& prefix) {
+  const std::vector<std::string> dw{"reference", "depthwise"};
+  std::vector<ConvCase> cases;
+  ConvCase flip = depthwise_case(prefix + " 3x3 flip, asymmetric / negative padding",
+                                 {2, 12, 19, 16}, 3, 1, 0, 0, 1, true, dw);
+  flip.params.padding_lo = {2, -1};
+  flip.params.padding_hi = {0, 3};
+  flip.params.flip = true;
+  cases.push_back(flip);
+  ConvCase padded_w =
+      depthwise_case(prefix + " 7x7 padded weight view", {2, 20, 21, 48}, 7, 1, 3, 3, 1, false, dw);
+  padded_w.w_layout.pad = {0, 0, 1, 0};
+  cases.push_back(padded_w);
+  ConvCase strided =
+      depthwise_case(prefix + " 5x5 strided x and out", {2, 12, 13, 32}, 5, 1, 2, 2, 1, true, dw);
+  strided.x_layout.pad = {0, 1, 1, 8};
+  strided.x_layout.offset = 8;
+  strided.out_layout.pad = {0, 0, 1, 2};
+  strided.out_layout.offset = 2;
+  cases.push_back(strided);
+  ConvCase three_d = make_case(prefix + " 3-D one tap along dim 0", {1, 3, 10, 12, 16},
+                               {16, 1, 5, 5, 1}, dw, "cuda.conv.depthwise");
+  three_d.params.groups = 16;
+  three_d.params.stride = {2, 1, 1};
+  three_d.params.padding_lo = {1, 2, 2};
+  three_d.params.padding_hi = {1, 2, 2};
+  three_d.bias = true;
+  cases.push_back(three_d);
+  return cases;
+}
+
 // The staged depthwise variant (conv_depthwise_staged.cuh) against the generic direct kernel,
 // bit for bit, and the CPU backend: 3x3 / 5x5 / 7x7, both warp layouts (16- and 32-channel tiles),
 // partial row, column and channel tiles, bias, flip, asymmetric and negative padding, 3-D with one
@@ -672,35 +706,7 @@ TEST(GpuConv, DepthwiseStagedVariant) {
   depthwise("staged 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
   depthwise("staged 3x3 c8 tall", {1, 61, 9, 8}, 3, 1, true);
   depthwise("staged 3x3 many tiles per block", {3000, 2, 7, 48}, 3, 1, true);
-  {
-    ConvCase& k =
-        depthwise("staged 3x3 flip, asymmetric / negative padding", {2, 12, 19, 16}, 3, 0, true);
-    k.params.padding_lo = {2, -1};
-    k.params.padding_hi = {0, 3};
-    k.params.flip = true;
-  }
-  {
-    // A weight view with padded rows: not one run of w, so element-by-element staging.
-    ConvCase& k = depthwise("staged 7x7 padded weight view", {2, 20, 21, 48}, 7, 3, false);
-    k.w_layout.pad = {0, 0, 1, 0};
-  }
-  {
-    ConvCase& k = depthwise("staged 5x5 strided x and out", {2, 12, 13, 32}, 5, 2, true);
-    k.x_layout.pad = {0, 1, 1, 8};
-    k.x_layout.offset = 8;
-    k.out_layout.pad = {0, 0, 1, 2};
-    k.out_layout.offset = 2;
-  }
-  {
-    ConvCase k = make_case("staged 3-D one tap along dim 0", {1, 3, 10, 12, 16}, {16, 1, 5, 5, 1},
-                           dw, "cuda.conv.depthwise");
-    k.params.groups = 16;
-    k.params.stride = {2, 1, 1};
-    k.params.padding_lo = {1, 2, 2};
-    k.params.padding_hi = {1, 2, 2};
-    k.bias = true;
-    cases.push_back(k);
-  }
+  for (const ConvCase& k : depthwise_window_layout_cases("staged")) cases.push_back(k);
   uint64_t seed = 9300;
   for (const DtypePair& d :
        {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f32}}) {
@@ -803,40 +809,13 @@ TEST(GpuConv, DepthwiseMmaVariant) {
   depthwise("mma 1x1 c24", {1, 9, 17, 24}, 1, 0, true);
   depthwise("mma 3x3 c16 tall", {1, 61, 9, 16}, 3, 1, true);
   {
-    ConvCase& k =
-        depthwise("mma 3x3 flip, asymmetric / negative padding", {2, 12, 19, 16}, 3, 0, true);
-    k.params.padding_lo = {2, -1};
-    k.params.padding_hi = {0, 3};
-    k.params.flip = true;
-  }
-  {
     ConvCase& k = depthwise("mma 2x5 rectangular, flip", {1, 19, 40, 32}, 3, 0, false);
     k.w_shape = {32, 2, 5, 1};
     k.params.padding_lo = {1, 2};
     k.params.padding_hi = {0, 2};
     k.params.flip = true;
   }
-  {
-    ConvCase& k = depthwise("mma 7x7 padded weight view", {2, 20, 21, 48}, 7, 3, false);
-    k.w_layout.pad = {0, 0, 1, 0};
-  }
-  {
-    ConvCase& k = depthwise("mma 5x5 strided x and out", {2, 12, 13, 32}, 5, 2, true);
-    k.x_layout.pad = {0, 1, 1, 8};
-    k.x_layout.offset = 8;
-    k.out_layout.pad = {0, 0, 1, 2};
-    k.out_layout.offset = 2;
-  }
-  {
-    ConvCase k = make_case("mma 3-D one tap along dim 0", {1, 3, 10, 12, 16}, {16, 1, 5, 5, 1}, dw,
-                           "cuda.conv.depthwise");
-    k.params.groups = 16;
-    k.params.stride = {2, 1, 1};
-    k.params.padding_lo = {1, 2, 2};
-    k.params.padding_hi = {1, 2, 2};
-    k.bias = true;
-    cases.push_back(k);
-  }
+  for (const ConvCase& k : depthwise_window_layout_cases("mma")) cases.push_back(k);
   uint64_t seed = 9900;
   for (const DtypePair& d :
        {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f16}}) {
