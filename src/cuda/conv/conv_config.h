@@ -788,6 +788,27 @@ inline std::string plan_depthwise_blocked(const ConvGeometry& g, const DeviceDes
          " thread tiles per block";
 }
 
+// Whether a window variant's 32-bit offsets fit (staged, tensor-core): inside a plane of x (and
+// of out, with out_too) and inside the weight every offset is below 2^31, and window coordinates
+// up to `margin` past a plane (a tile plus the padding) stay below 2^30.
+inline bool depthwise_window_offsets_fit(const ConvGeometry& g, bool out_too, int64_t margin) {
+  // The largest offset inside one plane of a tensor with these extents and strides, + c.
+  const auto plane_span = [&](const int64_t* extent, const int64_t* stride) {
+    return static_cast<double>(extent[1] - 1) * static_cast<double>(std::abs(stride[2])) +
+           static_cast<double>(extent[2] - 1) * static_cast<double>(std::abs(stride[3])) +
+           static_cast<double>(g.c);
+  };
+  const double w_span =
+      static_cast<double>(g.o - 1) * static_cast<double>(std::abs(g.w_stride[0])) +
+      static_cast<double>(g.kernel[1] - 1) * static_cast<double>(std::abs(g.w_stride[2])) +
+      static_cast<double>(g.kernel[2] - 1) * static_cast<double>(std::abs(g.w_stride[3]));
+  const auto reach = [&](int d) { return g.in[d] + g.out[d] + std::abs(g.pad_lo[d]) + margin; };
+  constexpr double kLimit = static_cast<double>(kMaxInt32);
+  return plane_span(g.in, g.x_stride) < kLimit &&
+         (!out_too || plane_span(g.out, g.out_stride) < kLimit) && w_span < kLimit &&
+         reach(1) <= kMaxInt32 / 2 && reach(2) <= kMaxInt32 / 2;
+}
+
 // Why the staged depthwise variant cannot serve p ("" when it can): 2 or 3 spatial dims with one
 // kernel tap along dim 0, a 3x3, 5x5 or 7x7 kernel, stride 1 and no dilation along the last two
 // dims, multiplier 1, x in 16-byte channel octets (why_not_x_channel_octets) and out suited to
@@ -807,20 +828,7 @@ inline std::string why_not_depthwise_staged(const detail::ConvProblem& p, const 
   }
   const std::string no_octets = why_not_x_channel_octets(p);
   if (!no_octets.empty()) return no_octets;
-  // 32-bit offsets inside a plane of x and inside the weight, and 32-bit window coordinates.
-  const double x_span = static_cast<double>(g.in[1] - 1) * static_cast<double>(g.x_stride[2]) +
-                        static_cast<double>(g.in[2] - 1) * static_cast<double>(g.x_stride[3]) +
-                        static_cast<double>(g.c);
-  const double w_span =
-      static_cast<double>(g.o - 1) * static_cast<double>(g.w_stride[0]) +
-      static_cast<double>(g.kernel[1] - 1) * static_cast<double>(std::abs(g.w_stride[2])) +
-      static_cast<double>(g.kernel[2] - 1) * static_cast<double>(std::abs(g.w_stride[3]));
-  const auto reach = [&](int d) {
-    return g.in[d] + g.out[d] + std::abs(g.pad_lo[d]) +
-           2 * kDepthwiseStagedRun * kDepthwiseStagedMaxWarps;
-  };
-  if (x_span >= static_cast<double>(kMaxInt32) || w_span >= static_cast<double>(kMaxInt32) ||
-      reach(1) > kMaxInt32 / 2 || reach(2) > kMaxInt32 / 2) {
+  if (!depthwise_window_offsets_fit(g, false, 2 * kDepthwiseStagedRun * kDepthwiseStagedMaxWarps)) {
     return "a plane of x or the weight spans 2^31 or more elements";
   }
   if (channel_stride(p.out) != 1 || pointer_alignment(p.out.data) < 2 * elem_size(p.out.dtype) ||
@@ -969,25 +977,8 @@ inline std::string why_not_depthwise_mma(const detail::ConvProblem& p, const Con
       !outer_strides_multiple_of(p.out, 2)) {
     return "out not suited to 2-channel stores";
   }
-  // 32-bit offsets inside a plane of x or out and inside the weight, 32-bit coordinates (the
-  // window may start up to a tile plus the padding outside the plane).
-  const auto plane_span = [&](const int64_t* extent, const int64_t* stride) {
-    return static_cast<double>(extent[1] - 1) * static_cast<double>(std::abs(stride[2])) +
-           static_cast<double>(extent[2] - 1) * static_cast<double>(std::abs(stride[3])) +
-           static_cast<double>(g.c);
-  };
-  const double w_span =
-      static_cast<double>(g.o - 1) * static_cast<double>(std::abs(g.w_stride[0])) +
-      static_cast<double>(g.kernel[1] - 1) * static_cast<double>(std::abs(g.w_stride[2])) +
-      static_cast<double>(g.kernel[2] - 1) * static_cast<double>(std::abs(g.w_stride[3]));
-  const auto reach = [&](int d) {
-    return g.in[d] + g.out[d] + std::abs(g.pad_lo[d]) + 2 * kDepthwiseMmaRows +
-           8 * kDepthwiseMmaMaxPieces + g.kernel[d];
-  };
-  if (plane_span(g.in, g.x_stride) >= static_cast<double>(kMaxInt32) ||
-      plane_span(g.out, g.out_stride) >= static_cast<double>(kMaxInt32) ||
-      w_span >= static_cast<double>(kMaxInt32) || reach(1) > kMaxInt32 / 2 ||
-      reach(2) > kMaxInt32 / 2) {
+  if (!depthwise_window_offsets_fit(
+          g, true, 2 * kDepthwiseMmaRows + 8 * kDepthwiseMmaMaxPieces + kDepthwiseMmaMaxKernel)) {
     return "a plane of x or out, or the weight, spans 2^31 or more elements";
   }
   return "";
