@@ -189,14 +189,7 @@ __device__ __forceinline__ void store_channels(TOut* p, const float (&values)[kV
     asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(values[0]), "f"(values[1])
                  : "memory");
   } else if constexpr (kV == 2) {
-    uint32_t bits;
-    if constexpr (std::is_same_v<TOut, __nv_bfloat16>) {
-      const __nv_bfloat162 pair = __floats2bfloat162_rn(values[0], values[1]);
-      bits = *reinterpret_cast<const uint32_t*>(&pair);
-    } else {
-      const __half2 pair = __floats2half2_rn(values[0], values[1]);
-      bits = *reinterpret_cast<const uint32_t*>(&pair);
-    }
+    const uint32_t bits = round_pair<TOut>(values[0], values[1]);
     asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(bits) : "memory");
   } else {
     *p = from_float<TOut>(values[0]);

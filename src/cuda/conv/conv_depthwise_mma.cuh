@@ -52,13 +52,6 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-template <typename T>
-__device__ __forceinline__ uint32_t depthwise_mma_pack(float lo, float hi) {
-  const T a = from_float<T>(lo), b = from_float<T>(hi);
-  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&a)) |
-         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&b)) << 16);
-}
-
 template <typename T, int kPieces>
 __global__ void __launch_bounds__(kDepthwiseMmaThreads,
                                   65536 / (kDepthwiseMmaThreads * depthwise_mma_registers(kPieces)))
@@ -222,8 +215,7 @@ __global__ void __launch_bounds__(kDepthwiseMmaThreads,
           const int row = (lane >> 2) + 8 * hh;
           const uint32_t address =
               window + 16 * (ch * out_channel_units + row * out_row_units + j) + 4 * (lane & 3);
-          const uint32_t packed =
-              depthwise_mma_pack<T>(acc[k][j][2 * hh] + b, acc[k][j][2 * hh + 1] + b);
+          const uint32_t packed = round_pair<T>(acc[k][j][2 * hh] + b, acc[k][j][2 * hh + 1] + b);
           asm volatile("st.shared.u32 [%0], %1;" ::"r"(address), "r"(packed) : "memory");
         }
       }
