@@ -335,6 +335,15 @@ inline int64_t blocks_per_sm_by_registers(int64_t registers, int64_t threads) {
   return warps_per_sm / ceil_div(threads, int64_t{32});
 }
 
+// Blocks of `threads` threads at `registers` per thread and `smem_bytes` of dynamic shared memory
+// that one SM holds: its threads, registers (blocks_per_sm_by_registers), shared memory with the
+// driver's 1 KiB per block, and 32 blocks.
+inline int64_t resident_blocks_per_sm(const DeviceDescription& dev, int64_t threads,
+                                      int64_t registers, int64_t smem_bytes) {
+  return std::min({int64_t{2048} / threads, blocks_per_sm_by_registers(registers, threads),
+                   dev.shared_per_multiprocessor / (smem_bytes + 1024), int64_t{32}});
+}
+
 inline int64_t elem_size(DType dtype) {
   return static_cast<int64_t>(dtype_size(dtype));
 }
@@ -873,13 +882,10 @@ inline std::string plan_depthwise_staged(const ConvGeometry& g, const DeviceDesc
       1.3 * 2 * kDepthwiseStagedRows * kDepthwiseStagedRun * static_cast<double>(k * k) + 150;
   constexpr double kChunkCost = 25;   // instructions per 16-byte copy (32 per warp instruction)
   constexpr double kWeightCost = 25;  // instructions per staged weight (32 per warp instruction)
-  // Blocks of tiling c an SM holds at `registers` per thread (threads, registers, shared memory
-  // with the driver's 1 KiB per block, 32 blocks).
+  // Blocks of tiling c an SM holds at `registers` per thread.
   const auto resident_blocks = [&](const DepthwiseTiling& c, int registers) {
-    const int64_t threads = 32 * c.rows_per_block;
-    return std::min({int64_t{2048} / threads, blocks_per_sm_by_registers(registers, threads),
-                     dev.shared_per_multiprocessor / (depthwise_staged_smem_bytes(g, c) + 1024),
-                     int64_t{32}});
+    return resident_blocks_per_sm(dev, 32 * c.rows_per_block, registers,
+                                  depthwise_staged_smem_bytes(g, c));
   };
   bool have = false;
   double best_cost = 0, best_work = 0;
@@ -985,8 +991,7 @@ inline std::string why_not_depthwise_mma(const detail::ConvProblem& p, const Con
 }
 
 // The tensor-core variant's tiling with `pieces` 8-column pieces per tile (4, 2 or 1), and the
-// blocks of it an SM holds (threads, registers, shared memory with the driver's 1 KiB per block);
-// resident 0: the window does not fit 48 KiB.
+// blocks of it an SM holds (resident_blocks_per_sm); resident 0: the window does not fit 48 KiB.
 inline DepthwiseTiling depthwise_mma_tiling(const ConvGeometry& g, const DeviceDescription& dev,
                                             int64_t grid_cap, int pieces, int64_t& resident) {
   DepthwiseTiling c;
@@ -1006,9 +1011,7 @@ inline DepthwiseTiling depthwise_mma_tiling(const ConvGeometry& g, const DeviceD
   const int64_t smem = depthwise_mma_smem_bytes(g, pieces);
   resident = smem > kMaxKernelSmem
                  ? 0
-                 : std::min({int64_t{2048} / kDepthwiseMmaThreads,
-                             blocks_per_sm_by_registers(c.registers, kDepthwiseMmaThreads),
-                             dev.shared_per_multiprocessor / (smem + 1024)});
+                 : resident_blocks_per_sm(dev, kDepthwiseMmaThreads, c.registers, smem);
   return c;
 }
 
