@@ -53,6 +53,8 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
   if (c.path == LinearPath::tma_ring) {
     const int64_t groups = ceil_div(s.k, kGroupK);
     EXPECT_TRUE(c.stages == 4 || c.stages == 8 || c.stages == 16);
+    EXPECT_TRUE(ring_consumers_allowed(c.consumers, c.mt, c.nt, c.stages, c.batch));
+    EXPECT_EQ(c.threads, 32 * (c.consumers + c.producers));
     EXPECT_GE(c.cluster, 1);
     EXPECT_LE(c.cluster, 16);
     EXPECT_LE(c.cluster, d.max_cluster);
@@ -82,10 +84,14 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
   EXPECT_EQ(c.tiles, 8);
   EXPECT_EQ(c.cluster, 6);
   EXPECT_EQ(c.groups_per_rank, 1);
-  // Two groups (k = 720) split too: one group of four slices per rank.
+  // Two groups (k = 720, 6 slices): one CTA whose eight consumer warps take a slice each; with
+  // four consumer warps, a split into one group of four slices per rank.
   const LinearConfig tiny = select_linear_config(bf16_shape(1, 128, 720), kH200, "", true);
-  EXPECT_EQ(tiny.cluster, 2) << tiny.to_string();
-  EXPECT_EQ(tiny.name, "ring4.t1x1.p4.c2");
+  EXPECT_EQ(tiny.cluster, 1) << tiny.to_string();
+  EXPECT_EQ(tiny.name, "ring8.t1x1.w8.p4.c1");
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 720), kH200, "ring4", true).name,
+            "ring4.t1x1.p4.c2");
+  EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 720), kH200, "ring8.w4", true).cluster, 2);
   // One group (k <= 512) has nothing to split.
   EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "", true).cluster, 1);
 }
@@ -261,6 +267,51 @@ TEST(LinearDispatch, ForcedRingBatches) {
   EXPECT_NE(forced_error(s, "ring16.p4.b2", kH200).find("unknown kernel"), std::string::npos);
 }
 
+TEST(LinearDispatch, EightConsumerWarpsWhereACtaReducesMoreThanFourSlices) {
+  // Auto: eight where a CTA has more than four slices and the CTAs do not share SMs.
+  for (const auto& [shape, name] : std::vector<std::pair<LinearShape, std::string>>{
+           {bf16_shape(16, 1024, 1024), "ring8.t1x1.w8.p4.c1"},  // 128 CTAs of 8 slices
+           {bf16_shape(1, 128, 14336), "ring8.t1x1.w8.p4.c14"},  // 2 groups per rank
+           {bf16_shape(64, 128, 7168), "ring16.t1x1.w8.p4.c2"},  // 7 groups per rank
+           {bf16_shape(1, 128, 2880), "ring4.t1x1.p4.c6"},       // one group per rank
+           {bf16_shape(8, 128, 4096), "ring4.t1x1.p4.c8"},       // one group per rank
+           {bf16_shape(256, 128, 2880), "ring8.t1x1.p4.c1"},     // 256 CTAs share the SMs
+           {bf16_shape(1, 128, 512), "ring4.t1x1.p4.c1"}}) {     // 4 slices
+    const LinearConfig c = select_linear_config(shape, kH200, "", true);
+    EXPECT_EQ(c.name, name) << shape.n << "x" << shape.m << "x" << shape.k;
+    expect_within_limits(c, shape, kH200);
+    // The printed name forces the same variant.
+    const LinearConfig again = select_linear_config(shape, kH200, c.name, true);
+    EXPECT_EQ(again.name, c.name);
+    EXPECT_EQ(again.consumers, c.consumers);
+    EXPECT_EQ(again.threads, c.threads);
+  }
+  const LinearShape s = bf16_shape(128, 128, 2880);
+  const LinearConfig eight = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(eight.consumers, 8);
+  EXPECT_EQ(eight.threads, 384);
+  // Forced names without .w run four consumer warps; .w8 eight, on 8 or 16 stages.
+  EXPECT_EQ(select_linear_config(s, kH200, "ring16", true).consumers, 4);
+  EXPECT_EQ(select_linear_config(s, kH200, "ring16", true).threads, 256);
+  EXPECT_EQ(select_linear_config(s, kH200, "ring16.w4", true).name, "ring16.t1x1.p4.c1");
+  EXPECT_EQ(select_linear_config(s, kH200, "ring8.w8.p1", true).name, "ring8.t1x1.w8.p1.c1");
+  EXPECT_EQ(select_linear_config(s, kH200, "ring8.w8.p1", true).threads, 288);
+  for (const std::string bad : {"ring4.w8", "ring16.w8.b2", "ring8.t1x2.w8", "ring16.w2"}) {
+    EXPECT_NE(forced_error(s, bad).find("consumer warps"), std::string::npos) << bad;
+  }
+  EXPECT_NE(forced_error(s, "ring16.w").find("unknown kernel"), std::string::npos);
+  EXPECT_NE(forced_error(s, "ring16.p4.w8").find("unknown kernel"), std::string::npos);
+  // A reduction so long that only 4 stages fit next to its partials keeps four consumer warps.
+  LinearDevice one_cta = kH200;
+  one_cta.max_cluster = 1;
+  const LinearShape long_k = bf16_shape(1, 16, 48000);
+  const LinearConfig c = select_linear_config(long_k, one_cta, "", true);
+  EXPECT_EQ(c.stages, 4) << c.to_string();
+  EXPECT_EQ(c.consumers, 4) << c.to_string();
+  expect_within_limits(c, long_k, one_cta);
+  EXPECT_NE(forced_error(long_k, "ring8.w8", one_cta).find("does not fit"), std::string::npos);
+}
+
 TEST(LinearDispatch, ForcedRingTiles) {
   // The variant names as they print select the tile too; the cluster is still chosen.
   const LinearShape s = bf16_shape(64, 128, 2880);
@@ -283,10 +334,10 @@ TEST(LinearDispatch, ForcedRingTiles) {
     EXPECT_EQ(select_linear_config(bf16_shape(n, 128, 2880), kH200, "ring4", true).nt, 1);
   }
   EXPECT_EQ(select_linear_config(bf16_shape(64, 128, 2880), kH200, "", true).name,
-            "ring16.t1x1.p4.c2");  // 64 tiles: 2 ranks of 3 groups
+            "ring16.t1x1.w8.p4.c2");  // 64 tiles: 2 ranks of 3 groups
   // One CTA per tile, whole k: 16 stages while the CTAs fit the SMs, 8 once they share them.
   EXPECT_EQ(select_linear_config(bf16_shape(128, 128, 2880), kH200, "", true).name,
-            "ring16.t1x1.p4.c1");
+            "ring16.t1x1.w8.p4.c1");
   EXPECT_EQ(select_linear_config(bf16_shape(256, 128, 2880), kH200, "", true).name,
             "ring8.t1x1.p4.c1");
   // One batch tile keeps 16 stages, however many weight tiles share the SMs.

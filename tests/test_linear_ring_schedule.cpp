@@ -128,7 +128,7 @@ Outcome simulate(int stages, int slices, int consumers, int batch, uint64_t seed
       const int w = actor - 1;
       Consumer& c = warps[static_cast<std::size_t>(w)];
       const int i = c.next;
-      if (ring_consumer(i) != w && consumers == kRingConsumerWarps)
+      if (ring_consumer(i, consumers) != w)
         fail("slice " + std::to_string(i) + " taken by warp " + std::to_string(w));
       if (!landed[static_cast<std::size_t>(i)]) {
         fail("consumer passed the full barrier of slice " + std::to_string(i) +
@@ -164,6 +164,26 @@ TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings)
       }
     }
   }
+  // Eight consumer warps (batch 1, 8 or 16 stages), fed by one or four producers.
+  for (int producers : {1, kRingMaxProducerWarps}) {
+    for (int stages : {8, 16}) {
+      ASSERT_TRUE(ring_consumers_allowed(kRingMaxConsumerWarps, 1, 1, stages, 1));
+      for (int slices = 1; slices <= 40; ++slices) {
+        for (uint64_t seed = 0; seed < 20; ++seed) {
+          const Outcome o = simulate(stages, slices, kRingMaxConsumerWarps, 1, seed, producers);
+          ASSERT_FALSE(o.deadlock) << "eight consumers, stages " << stages << " slices " << slices;
+          ASSERT_EQ(o.violation, "")
+              << "eight consumers, stages " << stages << " slices " << slices;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(ring_consumers_allowed(8, 1, 1, 4, 1));
+  EXPECT_FALSE(ring_consumers_allowed(8, 1, 1, 16, 2));
+  EXPECT_FALSE(ring_consumers_allowed(8, 1, 2, 16, 1));
+  EXPECT_FALSE(ring_consumers_allowed(2, 1, 1, 16, 1));
+  EXPECT_TRUE(ring_consumers_allowed(4, 2, 4, 4, 1));
+  EXPECT_EQ(ring_consumer(13, 8), 5);
   // With four producers, producer p issues exactly consumer p's slices.
   for (int i = 0; i < 64; ++i)
     EXPECT_EQ(ring_producer(i, kRingMaxProducerWarps), ring_consumer(i)) << i;
@@ -188,14 +208,17 @@ TEST(LinearRingSchedule, EveryDepthBatchAndLengthIsSafeUnderRandomInterleavings)
 }
 
 TEST(LinearRingSchedule, TheModelCatchesBatchesLargerThanTheRingAllows) {
-  // Batches of 2 on a 4-stage ring: a warp waits on a slice a round ahead of its stage (its
-  // parity wait passes before the load lands) or holds the stage its next slice needs.
-  bool caught = false;
-  for (uint64_t seed = 0; seed < 200 && !caught; ++seed) {
-    const Outcome o = simulate(4, 32, kRingConsumerWarps, 2, seed);
-    caught = o.deadlock || !o.violation.empty();
+  // Batches of 2 on a 4-stage ring, or eight consumer warps on it: a warp waits on a slice a
+  // round ahead of its stage (its parity wait passes before the load lands) or holds the stage
+  // its next slice needs.
+  for (const auto& [consumers, batch] : {std::pair{kRingConsumerWarps, 2}, {8, 1}}) {
+    bool caught = false;
+    for (uint64_t seed = 0; seed < 200 && !caught; ++seed) {
+      const Outcome o = simulate(4, 32, consumers, batch, seed);
+      caught = o.deadlock || !o.violation.empty();
+    }
+    EXPECT_TRUE(caught) << consumers << " consumers, batch " << batch;
   }
-  EXPECT_TRUE(caught);
 }
 
 // The fragment-order layout of slice partials and group sums (ring_partial_slot): a lane's four

@@ -74,11 +74,12 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
 
 // Every ring depth at the tile auto takes (16 x 8), with four producer warps (the default) and
 // with one, the wider tiles that can be forced (each once, at a different depth), the barrier
-// fold of a cluster's group sums (twice), the batches other than each depth's default, and auto.
+// fold of a cluster's group sums (twice), the batches other than each depth's default, eight
+// consumer warps (on both depths built, with one producer, with the barrier fold), and auto.
 const std::vector<std::string> kFastKernels = {
-    "ring4",         "ring8",     "ring16",    "ring4.t1x2", "ring8.t1x4",
-    "ring8.t2x4.p1", "ring4.p1",  "ring8.p1",  "ring16.p1",  "ring8.fb",
-    "ring16.p1.fb",  "ring16.b4", "ring16.b2", "ring8.b2",   "auto"};
+    "ring4",     "ring8",    "ring16",    "ring4.t1x2",   "ring8.t1x4",   "ring8.t2x4.p1",
+    "ring4.p1",  "ring8.p1", "ring16.p1", "ring8.fb",     "ring16.p1.fb", "ring16.b4",
+    "ring16.b2", "ring8.b2", "ring8.w8",  "ring16.w8.p1", "ring8.w8.fb",  "auto"};
 
 TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
@@ -278,9 +279,9 @@ void check_chain(int length, int pdl, const std::string& kernel) {
 
 TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
   GEMMKIT_REQUIRE_GPU();
-  // auto (four producer warps, the async fold), one producer warp, and the barrier fold; each
-  // waits before its activation loads.
-  for (const std::string kernel : {"auto", "ring4.p1", "ring4.fb"}) {
+  // auto (four producer warps, the async fold), one producer warp, the barrier fold, and eight
+  // consumer warps; each waits before its activation loads.
+  for (const std::string kernel : {"auto", "ring4.p1", "ring4.fb", "ring8.w8"}) {
     for (int length : {2, 8, 64}) {
       check_chain(length, 1, kernel);
       check_chain(length, 0, kernel);
@@ -321,7 +322,7 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
     for (const std::string kernel :
          {"ring4", "ring8", "ring16", "ring4.t1x2", "ring8.t1x4", "ring8.t2x4", "ring4.p1",
           "ring16.p1", "ring8.t1x4.p1", "ring4.fb", "ring16.p1.fb", "ring16.b4", "ring16.b2.p1",
-          "ring8.b2.fb"}) {
+          "ring8.b2.fb", "ring8.w8", "ring16.w8.p1.fb"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

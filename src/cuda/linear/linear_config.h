@@ -47,7 +47,8 @@ struct LinearConfig {
   // tma_ring
   int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0, producers = 1;
   int batch = 0;  // slices a consumer warp waits for at a time (ring_slice_batch, or .b<N>)
-  bool async_fold = true;  // clusters only (see LinearDevice::async_fold)
+  int consumers = kRingConsumerWarps;  // MMA warps (4; 8 for .w8)
+  bool async_fold = true;              // clusters only (see LinearDevice::async_fold)
   // every kernel path
   int threads = 0;
   int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
@@ -184,14 +185,17 @@ inline bool ring_tile_built(RingTileShape t) {
   return (t.mt == 1 && (t.nt == 1 || t.nt == 2 || t.nt == 4)) || (t.mt == 2 && t.nt == 4);
 }
 
-// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.b<batch>][.p<producers>]
-// [.fa|.fb][.c<cluster>]" (.b: the slices a consumer warp waits for at a time, printed only where
-// it is not ring_slice_batch's; .fa / .fb: the async or barrier fold of a cluster's group sums;
-// .c: the ranks the k groups are split over). Fields left out stay 0: chosen as auto would.
+// A forced ring variant as the names print: "ring<stages>[.t<mt>x<nt>][.w<consumers>][.b<batch>]
+// [.p<producers>][.fa|.fb][.c<cluster>]" (.w: consumer warps, printed only when not 4, and 4 when
+// left out of a forced name; .b: the
+// slices a consumer warp waits for at a time, printed only where it is not ring_slice_batch's;
+// .fa / .fb: the async or barrier fold of a cluster's group sums; .c: the ranks the k groups are
+// split over). Fields left out stay 0: chosen as auto would.
 enum class RingFold { device = 0, async = 1, barrier = 2 };
 struct RingName {
   int stages = 0;
   RingTileShape tile;
+  int consumers = 0;
   int batch = 0;
   int producers = 0;
   RingFold fold = RingFold::device;
@@ -218,6 +222,7 @@ inline bool parse_ring_name(const std::string& name, RingName& out) {
   if (!literal("ring") || !number(r.stages)) return false;
   if (r.stages != 4 && r.stages != 8 && r.stages != 16) return false;
   if (literal(".t") && (!number(r.tile.mt) || !literal("x") || !number(r.tile.nt))) return false;
+  if (literal(".w") && !number(r.consumers)) return false;
   if (literal(".b") && !number(r.batch)) return false;
   if (literal(".p") && !number(r.producers)) return false;
   if (literal(".fa")) {
@@ -240,18 +245,18 @@ inline int64_t ring_cluster_ranks(int64_t groups, int64_t cluster) {
 // Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose), `producers` and `fold` (0 /
 // device: the device's setting), `cluster` (0 = choose; else an exact split the caller checked
 // with ring_cluster_ranks), `batch` (0 = ring_slice_batch; else one the caller checked with
-// ring_batch_allowed at the stages it forced), or a config with an empty name when it cannot
-// serve.
+// ring_batch_allowed at the stages it forced), `consumers` (0 = choose; else one the caller
+// checked with ring_consumers_allowed), or a config with an empty name when it cannot serve.
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
                                 RingTileShape tile = {}, int producers = 0,
                                 RingFold fold = RingFold::device, int forced_cluster = 0,
-                                int batch = 0) {
+                                int batch = 0, int consumers = 0) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;
   c.producers = producers != 0 ? producers : d.ring_producers;
   c.async_fold = fold == RingFold::device ? d.async_fold : fold == RingFold::async;
-  c.threads = 32 * (kRingConsumerWarps + c.producers);
+  c.threads = 0;  // set with the consumer warps, below
   // One 16 x 8 tile per CTA whatever n: wider batch tiles measured slower at every n the family
   // serves (H200, docs/perf.md: 1 x 128 x 2880 takes 2.46 us at t1x1 against 3.52 at t1x4; at
   // n = 16..64 more, smaller tiles beat fewer, wider ones by 0.3-1.6 us).
@@ -264,21 +269,43 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.m_tiles = ceil_div(s.m, 16 * c.mt);
   c.tiles = c.m_tiles * ceil_div(s.n, 8 * c.nt);
   const int64_t groups = ceil_div(s.k, kGroupK);
+  const int64_t slices = ceil_div(s.k, kSliceK);
+  // Eight consumer warps are possible (and chosen by `consumers` = 0 where they pay) for the
+  // 16 x 8 tile taking one slice at a time on 8 stages or more.
+  const bool eight_possible = c.mt * c.nt == 1 && batch <= 1 && (stages == 0 || stages >= 8) &&
+                              (consumers == 0 || consumers == kRingMaxConsumerWarps);
   // Split k over a cluster until the grid covers the multiprocessors once (twice measured
   // slower: 1 x 256 x 7168 took 12.1 us at cluster 14 against 8.6 us at cluster 7).
-  // Two groups split too: 1 x 128 x 720 took 1.75 us over a cluster of 2 (ring4) against 1.88 us
-  // in one CTA (ring8; H200, PDL, same binary).
+  // Two groups split too with four consumer warps: 1 x 128 x 720 took 1.75 us over a cluster of
+  // 2 (ring4) against 1.88 us in one CTA (ring8; H200, PDL, same binary). With eight, a k of 5 to
+  // 8 slices stays in one CTA, a slice per warp, and skips the cluster hand-off: 1 x 128 x 720
+  // 1.41 us against 1.49 over a cluster of 2 (ring8.w8.c1 against ring4.c2; 2.45 against 2.53
+  // without PDL).
   int64_t cluster = 1;
   if (forced_cluster != 0) {
     cluster = forced_cluster;
+  } else if (eight_possible && slices > kRingConsumerWarps && slices <= kRingMaxConsumerWarps) {
+    cluster = 1;
   } else if (d.cluster_launch && groups > 1) {
     cluster = std::max<int64_t>(1, std::min<int64_t>({kRingMaxCluster, d.max_cluster, groups,
                                                       d.multiprocessors / c.tiles}));
   }
   c.groups_per_rank = static_cast<int>(ceil_div(groups, cluster));
   c.cluster = static_cast<int>(ring_cluster_ranks(groups, cluster));  // no rank left empty
-  const int64_t slices = ceil_div(s.k, kSliceK);
   const int64_t local_slices = std::min<int64_t>(int64_t{c.groups_per_rank} * kGroupSlices, slices);
+  // Eight consumer warps where a CTA reduces more than four slices (four warps would run two
+  // MMA chains or more one after another) and the CTAs do not share SMs (two CTAs on one SM
+  // already run eight). H200, PDL / without, graphs of 200 calls, same binary, against four:
+  // 16 x 1024 x 1024 (8 slices) 1.76 / 2.95 against 1.88 / 3.01 us; 128 x 128 x 2880 (23) 2.77 /
+  // 4.02 against 2.83 / 4.23; 64 x 128 x 7168 (28 per rank) 4.06 / 5.16 against 4.24 / 5.22;
+  // 1 x 128 x 14336 (8 per rank) 2.58 / 4.45 against 2.73 / 4.42; even within 1% at 64 x 128 x
+  // 2880, 8 x 384 x 7168 and 1 x 256 x 7168; 256 x 128 x 2880 (256 CTAs) 4.69 / 5.55 against
+  // 4.69 / 5.43.
+  c.consumers = consumers != 0 ? consumers : kRingConsumerWarps;
+  if (consumers == 0 && eight_possible && local_slices > kRingConsumerWarps &&
+      c.tiles * c.cluster <= d.multiprocessors) {
+    c.consumers = kRingMaxConsumerWarps;
+  }
   if (stages == 0) {
     stages = local_slices > 8 ? 16 : local_slices > 4 ? 8 : 4;
     // Several batch tiles and more CTAs than multiprocessors (CTAs share SMs and each weight
@@ -290,6 +317,7 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
     if (c.tiles > c.m_tiles && c.tiles * c.cluster > d.multiprocessors) {
       stages = std::min(stages, 8);
     }
+    stages = std::max(stages, c.consumers);  // a slice per consumer warp and round
   }
   for (; stages >= 4; stages /= 2) {
     if (ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank) <=
@@ -297,16 +325,23 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
       break;
   }
   if (stages < 4) return LinearConfig{};
+  // Only four stages fit (very long k): eight chosen consumers go back to four.
+  if (stages < c.consumers && consumers == 0) c.consumers = kRingConsumerWarps;
+  if (stages < c.consumers) return LinearConfig{};
   c.stages = stages;
+  c.threads = 32 * (c.consumers + c.producers);
   const int default_batch = ring_slice_batch(c.mt, c.nt, stages);
   c.batch = batch != 0 ? batch : default_batch;
+  if (!ring_consumers_allowed(c.consumers, c.mt, c.nt, c.stages, c.batch)) return LinearConfig{};
   c.shared_bytes = ring_shared_bytes_host(stages, c.mt, c.nt, groups, c.cluster, c.groups_per_rank);
   c.grid_x = c.tiles * c.cluster;
   if (c.grid_x > d.max_grid_x) return LinearConfig{};
   c.name = "ring" + std::to_string(stages) + ".t" + std::to_string(c.mt) + "x" +
-           std::to_string(c.nt) + (c.batch != default_batch ? ".b" + std::to_string(c.batch) : "") +
-           ".p" + std::to_string(c.producers) + (c.cluster > 1 && !c.async_fold ? ".fb" : "") +
-           ".c" + std::to_string(c.cluster);
+           std::to_string(c.nt) +
+           (c.consumers != kRingConsumerWarps ? ".w" + std::to_string(c.consumers) : "") +
+           (c.batch != default_batch ? ".b" + std::to_string(c.batch) : "") + ".p" +
+           std::to_string(c.producers) + (c.cluster > 1 && !c.async_fold ? ".fb" : "") + ".c" +
+           std::to_string(c.cluster);
   return c;
 }
 
@@ -349,7 +384,10 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                                   " slices of 128 need more shared memory than a block gets)");
     }
     c.reason = "n <= " + std::to_string(max_n) + ", TMA-loadable: ring sized to " +
-               std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster);
+               std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster) +
+               (c.consumers == kRingMaxConsumerWarps
+                    ? ", 8 consumer warps (over 4 slices per CTA, one CTA per SM)"
+                    : "");
     return c;
   }
   if (forced == "cublaslt") return cublaslt_config("forced");
@@ -387,6 +425,13 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
         reject(b + ": wider tiles than t1x1 are built with their default batch only (" +
                std::to_string(ring_slice_batch(t.mt, t.nt, stages)) + " here)");
     }
+    if (ring.consumers != 0) {
+      const RingTileShape t = tile.mt != 0 ? tile : RingTileShape{1, 1};
+      const int batch = ring.batch != 0 ? ring.batch : ring_slice_batch(t.mt, t.nt, stages);
+      if (!ring_consumers_allowed(ring.consumers, t.mt, t.nt, stages, batch))
+        reject("consumer warps " + std::to_string(ring.consumers) +
+               ": 4, or 8 (w8) for the t1x1 tile on 8 or 16 stages with batch 1");
+    }
     if (ring.cluster != 0) {
       const int64_t groups = ceil_div(s.k, kGroupK);
       const std::string c = "cluster " + std::to_string(ring.cluster);
@@ -400,7 +445,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                ") evenly: every rank takes ceil(groups / cluster) and none may be left empty");
     }
     LinearConfig c =
-        ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold, ring.cluster, ring.batch);
+        ring_config(s, d, stages, pdl, tile, ring.producers, ring.fold, ring.cluster, ring.batch,
+                    ring.consumers != 0 ? ring.consumers : kRingConsumerWarps);
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
@@ -408,9 +454,9 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return c;
   }
   reject(
-      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, a "
-      "batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, ring16.b2, ring8.p4, "
-      "ring8.t1x2.p4.fb.c3), simt_f32 or cublaslt");
+      "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, "
+      "consumer warps, a batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, "
+      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), simt_f32 or cublaslt");
   return LinearConfig{};
 }
 

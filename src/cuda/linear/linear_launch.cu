@@ -80,10 +80,10 @@ void launch_simt(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 // Returns false, launching nothing, when the device cannot co-schedule a cluster of c.cluster
 // CTAs (clusters above 8 are non-portable); the caller then plans again with at most 8.
 template <typename Out, int kStages, int kMT, int kNT,
-          int kBatch = ring_slice_batch(kMT, kNT, kStages)>
+          int kBatch = ring_slice_batch(kMT, kNT, kStages), int kConsumers = kRingConsumerWarps>
 bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
                           cudaStream_t stream, int device) {
-  auto kernel = linear_tma_ring_kernel<Out, kStages, kMT, kNT, kBatch>;
+  auto kernel = linear_tma_ring_kernel<Out, kStages, kMT, kNT, kBatch, kConsumers>;
   // Raise the dynamic shared-memory limit once per (kernel, device), to the largest size seen.
   static std::array<std::atomic<int64_t>, kMaxDevices> configured{};
   auto& limit = configured[static_cast<std::size_t>(device)];
@@ -100,7 +100,7 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
       tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT, kRingHalfK);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
-  config.blockDim = dim3(static_cast<unsigned>(c.threads));  // 1 or 4 producer warps
+  config.blockDim = dim3(static_cast<unsigned>(c.threads));  // consumer and producer warps
   config.dynamicSmemBytes = static_cast<std::size_t>(c.shared_bytes);
   config.stream = stream;
   cudaLaunchAttribute attributes[2];
@@ -140,11 +140,20 @@ bool launch_ring_instance(const detail::LinearProblem& p, const LinearConfig& c,
   return true;
 }
 
-// The 16 x 8 tile with every batch its ring depth allows (ring_batch_allowed); wider tiles with
-// ring_slice_batch's only.
+// The 16 x 8 tile with every batch its ring depth allows (ring_batch_allowed) and, from 8 stages,
+// eight consumer warps at batch 1; wider tiles with ring_slice_batch's batch only.
 template <typename Out, int kStages>
 bool launch_ring_t1x1(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                       int device) {
+  if constexpr (kStages >= kRingMaxConsumerWarps) {
+    if (c.consumers == kRingMaxConsumerWarps && c.batch == 1) {
+      return launch_ring_instance<Out, kStages, 1, 1, 1, kRingMaxConsumerWarps>(p, c, s, device);
+    }
+  }
+  if (c.consumers != kRingConsumerWarps) {
+    throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(kStages) +
+                " stages and " + std::to_string(c.consumers) + " consumer warps");
+  }
   if (c.batch == 1) return launch_ring_instance<Out, kStages, 1, 1, 1>(p, c, s, device);
   if constexpr (kStages >= 8) {
     if (c.batch == 2) return launch_ring_instance<Out, kStages, 1, 1, 2>(p, c, s, device);
@@ -160,7 +169,7 @@ template <typename Out, int kStages>
 bool launch_ring_stages(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                         int device) {
   if (c.mt == 1 && c.nt == 1) return launch_ring_t1x1<Out, kStages>(p, c, s, device);
-  if (c.batch != ring_slice_batch(c.mt, c.nt, kStages)) {
+  if (c.batch != ring_slice_batch(c.mt, c.nt, kStages) || c.consumers != kRingConsumerWarps) {
     throw Error("gemmkit::linear: internal: no ring instance for tile " + std::to_string(c.mt) +
                 "x" + std::to_string(c.nt) + " with batch " + std::to_string(c.batch));
   }

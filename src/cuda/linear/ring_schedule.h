@@ -7,10 +7,11 @@
 // phase r when round r's loads land; a consumer waits with parity r & 1. The producer refills the
 // stage for round r >= 1 after the consumer of round r - 1 arrives on the empty barrier, waiting
 // with parity (r - 1) & 1. A parity wait passes at once when the barrier is one phase *behind*,
-// so a consumer must never wait on a slice more than one round ahead of its stage. Consumer warp
-// c takes slices c, c + 4, c + 8, ... (slice c of every group, so the four tensor-core units of
-// the SM share every group), waiting for up to `batch` of them together with batch * 4 <= stages:
-// slice i - stages is then the same warp's, of an earlier batch, already consumed.
+// so a consumer must never wait on a slice more than one round ahead of its stage. Of C consumer
+// warps (4, or 8 for the 16 x 8 tile), warp c takes slices c, c + C, c + 2C, ... (with four,
+// slice c of every group, so the four tensor-core units of the SM share every group), waiting for
+// up to `batch` of them together with batch * C <= stages: slice i - stages is then the same
+// warp's, of an earlier batch, already consumed.
 #pragma once
 
 #include "cuda/linear/linear_contract.h"
@@ -23,12 +24,13 @@
 
 namespace gemmkit::cuda::linear_family {
 
-constexpr int kRingConsumerWarps = 4;
+constexpr int kRingConsumerWarps = 4;  // the default; the 16 x 8 tile may take 8 (.w8)
+constexpr int kRingMaxConsumerWarps = 8;
 constexpr int kRingMaxProducerWarps = 4;
 
-// The consumer warp of local slice i.
-GEMMKIT_RING_HD constexpr int ring_consumer(int slice) {
-  return slice % kRingConsumerWarps;
+// The consumer warp of local slice i, of `consumers`.
+GEMMKIT_RING_HD constexpr int ring_consumer(int slice, int consumers = kRingConsumerWarps) {
+  return slice % consumers;
 }
 
 // The producer warp (of `producers`: 1 or 4) that issues local slice i, in ascending order of its
@@ -39,12 +41,12 @@ GEMMKIT_RING_HD constexpr int ring_producer(int slice, int producers) {
 
 // Slices a consumer waits for before its MMAs, by default. The 16 x 8 tile takes one: each stage
 // is released as soon as its own fragments are read (its last MMAs still to run), so the producer
-// requests the ring's next round while the rest of the first still streams in. Batches of 2 or 4 (side by side, to hide MMA
-// latency) measured slower at every depth and on every row tried (H200, graphs of 200 calls,
-// PDL: 128 x 128 x 2880 3.86 us at 4 slices, 3.26 at 2, 2.92 at 1; 256 x 128 x 2880 on 8 stages
-// 5.87 at 2, 4.79 at 1; docs/perf.md). Wider tiles keep up to 4 when they have few accumulator
-// chains (kMT * kNT <= 4), else one (not re-measured); never more than the ring holds per
-// consumer (stages / 4).
+// requests the ring's next round while the rest of the first still streams in. Batches of 2 or 4
+// (side by side, to hide MMA latency) measured slower at every depth and on every row tried (H200,
+// graphs of 200 calls, PDL: 128 x 128 x 2880 3.86 us at 4 slices, 3.26 at 2, 2.92 at 1; 256 x 128 x
+// 2880 on 8 stages 5.87 at 2, 4.79 at 1; docs/perf.md). Wider tiles keep up to 4 when they have few
+// accumulator chains (kMT * kNT <= 4), else one (not re-measured); never more than the ring holds
+// per consumer (stages / 4).
 GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt, int stages) {
   const int wanted = mt * nt == 1 ? 1 : mt * nt <= 4 ? 4 : 1;
   const int room = stages / kRingConsumerWarps;
@@ -54,9 +56,19 @@ GEMMKIT_RING_HD constexpr int ring_slice_batch(int mt, int nt, int stages) {
 // Whether a consumer may wait for `batch` slices at a time (a forced `.b<batch>`): 1, 2 or 4, no
 // more than the ring holds per consumer, and above 1 only for tiles of at most 4 MMA chains
 // (their accumulators stay in registers).
-GEMMKIT_RING_HD constexpr bool ring_batch_allowed(int batch, int mt, int nt, int stages) {
-  return (batch == 1 || batch == 2 || batch == 4) && batch * kRingConsumerWarps <= stages &&
+GEMMKIT_RING_HD constexpr bool ring_batch_allowed(int batch, int mt, int nt, int stages,
+                                                  int consumers = kRingConsumerWarps) {
+  return (batch == 1 || batch == 2 || batch == 4) && batch * consumers <= stages &&
          (batch == 1 || mt * nt <= 4);
+}
+
+// Whether a ring runs `consumers` consumer warps: 4 always; 8 (a forced or chosen `.w8`) for the
+// 16 x 8 tile taking one slice at a time on a ring of at least 8 stages (the kernels built).
+GEMMKIT_RING_HD constexpr bool ring_consumers_allowed(int consumers, int mt, int nt, int stages,
+                                                      int batch) {
+  return consumers == kRingConsumerWarps ||
+         (consumers == kRingMaxConsumerWarps && mt * nt == 1 && batch == 1 &&
+          ring_batch_allowed(batch, mt, nt, stages, consumers));
 }
 
 // Slice partials and group sums live in fragment order: each (mt, nt) MMA tile holds 32 chunks of

@@ -1,5 +1,6 @@
-// linear fast variant: TMA into an mbarrier ring, one or four producer warps, four MMA consumer
-// warps, optional split of k across a thread-block cluster, optional programmatic dependent launch.
+// linear fast variant: TMA into an mbarrier ring, one or four producer warps, four (or eight) MMA
+// consumer warps, optional split of k across a thread-block cluster, optional programmatic
+// dependent launch.
 //
 // Computes out[n, m] = x[n, k] . w[m, k]^T (+ bias) for bf16 x/w, fp32 accumulation, returning
 // exactly the bits of the reference kernel (canonical.cuh). Contract: k % 8 == 0, x and w rows
@@ -9,21 +10,23 @@
 // Layout of one CTA: an output tile of kRowsW = 16 * kMT weight rows by kRowsX = 8 * kNT batch
 // rows, reducing the contiguous run of k groups owned by its cluster rank. Each ring stage holds
 // one k slice: w (kRowsW, 128) and x (kRowsX, 128), each as two 64-wide halves in the 128-byte
-// swizzle, read into MMA fragments with ldmatrix. Consumer warp c reduces slices c, c + 4, ... of
-// its run (slice c of every group: the SM's four tensor-core units share each group), each from
-// zero into a local partial. With four producer warps (blockDim 256), producer p streams the
-// slices of consumer p (p, p + 4, ...: the stages p mod 4), so each pair is its own pipeline and
-// four lanes issue the copies; with one (blockDim 160), it streams every slice; producers exit
-// once their copies are issued. A group's sum is the fold of its partials in slice order
+// swizzle, read into MMA fragments with ldmatrix. Of C consumer warps, warp c reduces slices c,
+// c + C, ... of its run (with C = 4, slice c of every group: the SM's four tensor-core units share
+// each group), each from zero into a local partial. Eight consumers (the 16 x 8 tile, one slice
+// at a time) halve the MMA chains a warp runs one after another when a CTA reduces more than four
+// slices. With four producer warps, producer p streams slices p, p + 4, ... (the stages p mod 4;
+// with four consumers exactly consumer p's, so each pair is its own pipeline) and four lanes
+// issue the copies; with one, it streams every slice; producers exit once their copies are
+// issued. A group's sum is the fold of its partials in slice order
 // ((p0 + p1) + p2) + p3. Partials are stored in fragment order (one 16-byte store per lane and
 // MMA tile). The other ranks fold their groups after a barrier of the four consumer warps, send
 // the sums into rank 0's shared memory with st.async, each store completing its bytes on rank 0's
 // fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds its own
 // groups straight from the slice partials, then the other ranks' group sums in ascending group
-// order, adds the bias and stores, on its 128 consumer threads: one thread waits on fold_full and
-// the consumers' barrier passes that on with the partials; every load of the fold is local, and
-// the output offsets and bias values are ready before it. One cluster barrier phase remains:
-// every thread arrives at the start (relaxed: "this CTA runs and rank 0's fold barrier is
+// order, adds the bias and stores, on its first 128 consumer threads: one thread waits on
+// fold_full and the consumers' barrier passes that on with the partials; every load of the fold is
+// local, and the output offsets and bias values are ready before it. One cluster barrier phase
+// remains: every thread arrives at the start (relaxed: "this CTA runs and rank 0's fold barrier is
 // initialized"), and only the senders wait, just before sending (the MMAs do not wait for it).
 // That is the async fold (async_fold, the default). The barrier fold, its twin for
 // compute-sanitizer's racecheck (which does not follow st.async hand-offs), sends with plain
@@ -49,10 +52,10 @@
 
 namespace gemmkit::cuda::linear_family {
 
-constexpr int kRingMaxThreads = 32 * (kRingConsumerWarps + kRingMaxProducerWarps);
-// Registers are capped so that two CTAs fit on one SM (2 x 256 threads x 128): the next grid's
-// CTAs under PDL and clusters pack there. At 146 registers ring16 held one CTA per SM, and
-// kimi-k2's 24 clusters of 5 no longer fitted the GPCs at once: two waves, 5.4 us against 3.5.
+// Registers are capped so that two CTAs fit on one SM (2 x 256 threads x 128 with four consumer
+// warps, 2 x 384 x 85 with eight): the next grid's CTAs under PDL and clusters pack there. At 146
+// registers ring16 held one CTA per SM, and kimi-k2's 24 clusters of 5 no longer fitted the GPCs at
+// once: two waves, 5.4 us against 3.5.
 constexpr int kRingMinBlocksPerSm = 2;
 constexpr int kRingHalfK = 64;  // k elements per 128-byte swizzled row
 constexpr int kRingRowBytes = 128;
@@ -146,8 +149,8 @@ __device__ __forceinline__ V ring_group_fold(const V* first, int stride, int cou
   return sum;
 }
 
-template <typename Out, int kStages, int kMT, int kNT, int kBatch>
-__global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
+template <typename Out, int kStages, int kMT, int kNT, int kBatch, int kConsumers>
+__global__ void __launch_bounds__(32 * (kConsumers + kRingMaxProducerWarps), kRingMinBlocksPerSm)
     linear_tma_ring_kernel(const __grid_constant__ CUtensorMap w_map,
                            const __grid_constant__ CUtensorMap x_map, const __nv_bfloat16* bias,
                            int64_t bias_stride, Out* out, int64_t out_row_stride,
@@ -191,23 +194,26 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
-  // Rank 0's epilogue targets: consumer thread t folds and stores tile elements t, t + 128, ...
+  // Rank 0's epilogue targets: consumer thread t < 128 folds and stores tile elements t, t + 128,
+  // ...
   // (element e: batch row e / kRowsW, weight row e % kRowsW). Their partial slots, output offsets
   // and bias values are settled right after griddepcontrol.wait (the bias may belong to the
   // preceding kernel), so that the bias load overlaps the ring and only the fold itself stands
   // between the last partial and the store.
-  constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
-  constexpr int kPerThread = kElements / kConsumerThreads;
-  static_assert(kElements % kConsumerThreads == 0, "whole tile elements per consumer thread");
+  constexpr int kConsumerThreads = 32 * kConsumers;
+  constexpr int kEpilogueThreads = 32 * kRingConsumerWarps;
+  constexpr int kPerThread = kElements / kEpilogueThreads;
+  static_assert(kElements % kEpilogueThreads == 0, "whole tile elements per epilogue thread");
+  static_assert(ring_consumers_allowed(kConsumers, kMT, kNT, kStages, kBatch), "consumer warps");
   float bias_values[kPerThread];
   int64_t out_offsets[kPerThread];
   int slots[kPerThread];
   bool out_valid[kPerThread];
   const auto prepare_epilogue = [&] {
-    if (rank != 0) return;
+    if (rank != 0 || threadIdx.x >= kEpilogueThreads) return;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int e = static_cast<int>(threadIdx.x) + j * kConsumerThreads;
+      const int e = static_cast<int>(threadIdx.x) + j * kEpilogueThreads;
       const int tile_w = e % Tile::kRowsW, tile_x = e / Tile::kRowsW;
       slots[j] = ring_partial_slot(tile_w, tile_x, kNT);
       const int64_t row_w = m0 + tile_w, row_x = n0 + tile_x;
@@ -236,11 +242,11 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
   // above orders the initialization; nothing else is read remotely): relaxed.
   if (clustered) ptx::cluster_arrive_relaxed();
 
-  if (warp >= kRingConsumerWarps) {
+  if (warp >= kConsumers) {
     // Producers: lane 0 of producer p streams local slices p, p + P, ... (P producer warps) through
     // the ring in ascending order; with P = 4 those are exactly the slices of consumer p.
-    const int producer = warp - kRingConsumerWarps;
-    const int producers = static_cast<int>(blockDim.x / 32) - kRingConsumerWarps;
+    const int producer = warp - kConsumers;
+    const int producers = static_cast<int>(blockDim.x / 32) - kConsumers;
     if (lane == 0 && producer < local_slices) {
       ptx::prefetch_tensor_map(&w_map);
       ptx::prefetch_tensor_map(&x_map);
@@ -294,19 +300,20 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     // 2.93 here); after the MMAs, its weight stream came too late (3.32 us).
     if (threadIdx.x == 0) ptx::launch_dependents();
     prepare_epilogue();
-    // Consumers: warp c takes local slices c, c + 4, ... (ring_schedule.h), kBatch at a time
-    // (each a chain of MMAs from zero; the batch's stages are released together, once read),
+    // Consumers: warp c takes local slices c, c + kConsumers, ... (ring_schedule.h), kBatch at a
+    // time (each a chain of MMAs from zero; the batch's stages are released together, once read),
     // and leaves their partials in slice_sums, one 16-byte store per lane and MMA tile.
     static_assert(kStages % kGroupSlices == 0, "ring depth: multiple of 4");
-    static_assert(ring_batch_allowed(kBatch, kMT, kNT, kStages), "slices per consumer wait");
+    static_assert(ring_batch_allowed(kBatch, kMT, kNT, kStages, kConsumers),
+                  "slices per consumer wait");
     const uint32_t ring_address = ptx::smem_address(ring);
-    for (int first = warp; first < local_slices; first += kRingConsumerWarps * kBatch) {
+    for (int first = warp; first < local_slices; first += kConsumers * kBatch) {
       float acc[kBatch][kMT][kNT][4];
       int blocks[kBatch];
       uint32_t stages[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int i = first + j * kRingConsumerWarps;
+        const int i = first + j * kConsumers;
         if (i < local_slices) {
           blocks[j] = slice_blocks(k, slice_begin + i);
           stages[j] = ring_address + ring_stage(i, kStages) * Tile::kStageBytes;
@@ -329,7 +336,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
         __syncwarp();
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-          const int i = first + j * kRingConsumerWarps;
+          const int i = first + j * kConsumers;
           if (i < local_slices && lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
         }
       };
@@ -369,7 +376,7 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int i = first + j * kRingConsumerWarps;
+        const int i = first + j * kConsumers;
         if (i >= local_slices) continue;
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
@@ -436,8 +443,9 @@ __global__ void __launch_bounds__(kRingMaxThreads, kRingMinBlocksPerSm)
     ptx::mbarrier_wait(fold_full, 0);
   }
   ptx::named_barrier_sync(1, kConsumerThreads);
+  if (threadIdx.x >= kEpilogueThreads) return;  // eight consumer warps: the first four fold
 
-  // Every consumer thread has passed griddepcontrol.wait, so out may be written.
+    // Every consumer thread has passed griddepcontrol.wait, so out may be written.
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     if (!out_valid[j]) continue;
