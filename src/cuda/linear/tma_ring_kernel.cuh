@@ -19,7 +19,7 @@
 // issue the copies; with one, it streams every slice; producers exit once their copies are
 // issued. A group's sum is the fold of its partials in slice order
 // ((p0 + p1) + p2) + p3. Partials are stored in fragment order (one 16-byte store per lane and
-// MMA tile). The other ranks fold their groups after a barrier of the four consumer warps, send
+// MMA tile). The other ranks fold their groups after a barrier of the consumer warps, send
 // the sums into rank 0's shared memory with st.async, each store completing its bytes on rank 0's
 // fold_full mbarrier, and exit. Rank 0 (or the only CTA of an unclustered tile) folds its own
 // groups straight from the slice partials, then the other ranks' group sums in ascending group
@@ -194,12 +194,11 @@ __global__ void __launch_bounds__(32 * (kConsumers + kRingMaxProducerWarps), kRi
   const int local_slices =
       static_cast<int>(max(int64_t{0}, min(slices, group_end * kGroupSlices) - slice_begin));
 
-  // Rank 0's epilogue targets: consumer thread t < 128 folds and stores tile elements t, t + 128,
-  // ...
-  // (element e: batch row e / kRowsW, weight row e % kRowsW). Their partial slots, output offsets
-  // and bias values are settled right after griddepcontrol.wait (the bias may belong to the
-  // preceding kernel), so that the bias load overlaps the ring and only the fold itself stands
-  // between the last partial and the store.
+  // Rank 0's epilogue targets: consumer thread t < 128 (of any consumer count) folds and stores
+  // tile elements t, t + 128, ... (element e: batch row e / kRowsW, weight row e % kRowsW). Their
+  // partial slots, output offsets and bias values are settled right after griddepcontrol.wait
+  // (the bias may belong to the preceding kernel), so that the bias load overlaps the ring and
+  // only the fold itself stands between the last partial and the store.
   constexpr int kConsumerThreads = 32 * kConsumers;
   constexpr int kEpilogueThreads = 32 * kRingConsumerWarps;
   constexpr int kPerThread = kElements / kEpilogueThreads;
@@ -244,7 +243,7 @@ __global__ void __launch_bounds__(32 * (kConsumers + kRingMaxProducerWarps), kRi
 
   if (warp >= kConsumers) {
     // Producers: lane 0 of producer p streams local slices p, p + P, ... (P producer warps) through
-    // the ring in ascending order; with P = 4 those are exactly the slices of consumer p.
+    // the ring in ascending order; with P = 4 and four consumers those are exactly consumer p's.
     const int producer = warp - kConsumers;
     const int producers = static_cast<int>(blockDim.x / 32) - kConsumers;
     if (lane == 0 && producer < local_slices) {
