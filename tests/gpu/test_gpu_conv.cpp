@@ -649,31 +649,37 @@ TEST(GpuConv, DepthwiseAndSmallOKernelVariants) {
 #endif
 }
 
+// Appends a case of the 2-D window variants (staged, tensor-core) to `cases`: stride 1, padding
+// `pad` on every side, multiplier 1, run by the reference kernel and the depthwise path. Returns
+// it for further edits (valid until the next append).
+ConvCase& add_window_case(std::vector<ConvCase>& cases, const std::string& name,
+                          std::vector<int64_t> x, int64_t kernel, int64_t pad, bool bias) {
+  cases.push_back(
+      depthwise_case(name, std::move(x), kernel, 1, pad, pad, 1, bias, {"reference", "depthwise"}));
+  return cases.back();
+}
+
 // The 2-D window variants' layout cases (staged, tensor-core), named with `prefix`: flip with
 // asymmetric and negative padding, a weight view with padded rows (not one run of w), strided x
 // and out views, and 3-D with one tap along dim 0 (stride and padding there).
 std::vector<ConvCase> depthwise_window_layout_cases(const std::string& prefix) {
-  const std::vector<std::string> dw{"reference", "depthwise"};
   std::vector<ConvCase> cases;
-  ConvCase flip = depthwise_case(prefix + " 3x3 flip, asymmetric / negative padding",
-                                 {2, 12, 19, 16}, 3, 1, 0, 0, 1, true, dw);
+  ConvCase& flip = add_window_case(cases, prefix + " 3x3 flip, asymmetric / negative padding",
+                                   {2, 12, 19, 16}, 3, 0, true);
   flip.params.padding_lo = {2, -1};
   flip.params.padding_hi = {0, 3};
   flip.params.flip = true;
-  cases.push_back(flip);
-  ConvCase padded_w =
-      depthwise_case(prefix + " 7x7 padded weight view", {2, 20, 21, 48}, 7, 1, 3, 3, 1, false, dw);
+  ConvCase& padded_w =
+      add_window_case(cases, prefix + " 7x7 padded weight view", {2, 20, 21, 48}, 7, 3, false);
   padded_w.w_layout.pad = {0, 0, 1, 0};
-  cases.push_back(padded_w);
-  ConvCase strided =
-      depthwise_case(prefix + " 5x5 strided x and out", {2, 12, 13, 32}, 5, 1, 2, 2, 1, true, dw);
+  ConvCase& strided =
+      add_window_case(cases, prefix + " 5x5 strided x and out", {2, 12, 13, 32}, 5, 2, true);
   strided.x_layout.pad = {0, 1, 1, 8};
   strided.x_layout.offset = 8;
   strided.out_layout.pad = {0, 0, 1, 2};
   strided.out_layout.offset = 2;
-  cases.push_back(strided);
   ConvCase three_d = make_case(prefix + " 3-D one tap along dim 0", {1, 3, 10, 12, 16},
-                               {16, 1, 5, 5, 1}, dw, "cuda.conv.depthwise");
+                               {16, 1, 5, 5, 1}, {"reference", "depthwise"}, "cuda.conv.depthwise");
   three_d.params.groups = 16;
   three_d.params.stride = {2, 1, 1};
   three_d.params.padding_lo = {1, 2, 2};
@@ -692,20 +698,14 @@ std::vector<ConvCase> depthwise_window_layout_cases(const std::string& prefix) {
 TEST(GpuConv, DepthwiseStagedVariant) {
   GEMMKIT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
-  const std::vector<std::string> dw{"reference", "depthwise"};
-  const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
-                             int64_t pad, bool bias) -> ConvCase& {
-    cases.push_back(depthwise_case(name, std::move(x), kernel, 1, pad, pad, 1, bias, dw));
-    return cases.back();
-  };
-  depthwise("staged 7x7 c96 odd sizes", {2, 30, 33, 96}, 7, 3, true);
-  depthwise("staged 7x7 c384 14x14", {2, 14, 14, 384}, 7, 3, false);
+  add_window_case(cases, "staged 7x7 c96 odd sizes", {2, 30, 33, 96}, 7, 3, true);
+  add_window_case(cases, "staged 7x7 c384 14x14", {2, 14, 14, 384}, 7, 3, false);
   // ConvNeXt 8 x 56^2 x 96: 384 blocks of 7 warps, which the planner gives the lean kernel.
-  depthwise("staged 7x7 c96 8x56x56 (lean registers)", {8, 56, 56, 96}, 7, 3, true);
-  depthwise("staged 3x3 c144 (MobileNet)", {2, 28, 29, 144}, 3, 1, true);
-  depthwise("staged 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
-  depthwise("staged 3x3 c8 tall", {1, 61, 9, 8}, 3, 1, true);
-  depthwise("staged 3x3 many tiles per block", {3000, 2, 7, 48}, 3, 1, true);
+  add_window_case(cases, "staged 7x7 c96 8x56x56 (lean registers)", {8, 56, 56, 96}, 7, 3, true);
+  add_window_case(cases, "staged 3x3 c144 (MobileNet)", {2, 28, 29, 144}, 3, 1, true);
+  add_window_case(cases, "staged 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
+  add_window_case(cases, "staged 3x3 c8 tall", {1, 61, 9, 8}, 3, 1, true);
+  add_window_case(cases, "staged 3x3 many tiles per block", {3000, 2, 7, 48}, 3, 1, true);
   for (const ConvCase& k : depthwise_window_layout_cases("staged")) cases.push_back(k);
   uint64_t seed = 9300;
   for (const DtypePair& d :
@@ -741,8 +741,8 @@ TEST(GpuConv, DepthwiseStagedVariant) {
   // An Inf weight (channel 3, first tap: padding for the corner outputs).
   for (const DtypePair& d :
        {DtypePair{DType::bf16, DType::bf16}, DtypePair{DType::f16, DType::f16}}) {
-    const ConvCase c =
-        depthwise_case("staged 7x7 Inf weight", {2, 15, 16, 32}, 7, 1, 3, 3, 1, true, dw);
+    const ConvCase c = depthwise_case("staged 7x7 Inf weight", {2, 15, 16, 32}, 7, 1, 3, 3, 1, true,
+                                      {"reference", "depthwise"});
     PreparedConv prepared(c, d, seed += 10);
     const uint16_t inf = d.x == DType::bf16 ? 0x7F80 : 0x7C00;
     std::memcpy(prepared.w.storage.data() + prepared.w.storage_index({3, 0, 0, 0}) * 2, &inf, 2);
@@ -795,21 +795,16 @@ TEST(GpuConvSanitize, DepthwiseBlockedWeightStaging) {
 TEST(GpuConv, DepthwiseMmaVariant) {
   GEMMKIT_REQUIRE_GPU();
   std::vector<ConvCase> cases;
-  const std::vector<std::string> dw{"reference", "depthwise"};
-  const auto depthwise = [&](const std::string& name, std::vector<int64_t> x, int64_t kernel,
-                             int64_t pad, bool bias) -> ConvCase& {
-    cases.push_back(depthwise_case(name, std::move(x), kernel, 1, pad, pad, 1, bias, dw));
-    return cases.back();
-  };
-  depthwise("mma 7x7 c96 8x56x56 (ConvNeXt, 32-column tiles)", {8, 56, 56, 96}, 7, 3, true);
-  depthwise("mma 7x7 c384 14x14 (8-column tiles)", {2, 14, 14, 384}, 7, 3, false);
-  depthwise("mma 3x3 c144 odd sizes", {2, 29, 31, 144}, 3, 1, true);
-  depthwise("mma 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
-  depthwise("mma 9x9 c8 (one channel octet)", {1, 12, 20, 8}, 9, 4, true);
-  depthwise("mma 1x1 c24", {1, 9, 17, 24}, 1, 0, true);
-  depthwise("mma 3x3 c16 tall", {1, 61, 9, 16}, 3, 1, true);
+  add_window_case(cases, "mma 7x7 c96 8x56x56 (ConvNeXt, 32-column tiles)", {8, 56, 56, 96}, 7, 3,
+                  true);
+  add_window_case(cases, "mma 7x7 c384 14x14 (8-column tiles)", {2, 14, 14, 384}, 7, 3, false);
+  add_window_case(cases, "mma 3x3 c144 odd sizes", {2, 29, 31, 144}, 3, 1, true);
+  add_window_case(cases, "mma 5x5 c40 (partial channel tile)", {2, 19, 23, 40}, 5, 2, false);
+  add_window_case(cases, "mma 9x9 c8 (one channel octet)", {1, 12, 20, 8}, 9, 4, true);
+  add_window_case(cases, "mma 1x1 c24", {1, 9, 17, 24}, 1, 0, true);
+  add_window_case(cases, "mma 3x3 c16 tall", {1, 61, 9, 16}, 3, 1, true);
   {
-    ConvCase& k = depthwise("mma 2x5 rectangular, flip", {1, 19, 40, 32}, 3, 0, false);
+    ConvCase& k = add_window_case(cases, "mma 2x5 rectangular, flip", {1, 19, 40, 32}, 3, 0, false);
     k.w_shape = {32, 2, 5, 1};
     k.params.padding_lo = {1, 2};
     k.params.padding_hi = {0, 2};
