@@ -256,7 +256,6 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   c.pdl = pdl;
   c.producers = producers != 0 ? producers : d.ring_producers;
   c.async_fold = fold == RingFold::device ? d.async_fold : fold == RingFold::async;
-  c.threads = 0;  // set with the consumer warps, below
   // One 16 x 8 tile per CTA whatever n: wider batch tiles measured slower at every n the family
   // serves (H200, docs/perf.md: 1 x 128 x 2880 takes 2.46 us at t1x1 against 3.52 at t1x4; at
   // n = 16..64 more, smaller tiles beat fewer, wider ones by 0.3-1.6 us).
