@@ -119,11 +119,14 @@ stage_bench() {
   local suite
   for suite in ${GEMMKIT_BENCH_SUITES:-linear-decode conv-models conv-flux2-vae-1024}; do
     if [[ $suite == linear-* ]]; then
-      # Linear rows: graphs of 200 calls, as the peer figures of bench/peers/h200-linear.csv;
-      # then the same suite with programmatic dependent launch off (the default has it on).
-      bench_suite "$suite" "$suite" --reps 200
+      # Linear rows, then the same suite with programmatic dependent launch off (the default has
+      # it on). linear-decode: graphs of 200 calls, as the peer figures of bench/peers/ were
+      # taken; the larger layers of linear-dense keep the default 20.
+      local reps=()
+      [ "$suite" = linear-decode ] && reps=(--reps 200)
+      bench_suite "$suite" "$suite" "${reps[@]+"${reps[@]}"}"
       cat "$logs/bench-$suite.txt"
-      GEMMKIT_LINEAR_PDL=0 bench_suite "$suite" "$suite-nopdl" --reps 200
+      GEMMKIT_LINEAR_PDL=0 bench_suite "$suite" "$suite-nopdl" "${reps[@]+"${reps[@]}"}"
     else
       bench_suite "$suite" "$suite"
       cat "$logs/bench-$suite.txt"
