@@ -4,7 +4,7 @@
 # (built into ab/b/), each row timed with both binaries in turn, for several passes, so that
 # machine-to-machine variance does not enter the comparison.
 #
-# Set-up: `git worktree add --detach ab <commit>` (ab/ is in .git/info/exclude) and
+# Set-up: `git worktree add --detach ab <commit>` (ab/ is git-ignored) and
 # scripts/prepare-device.sh; then, on the GPU machine, with .deps/ and ab/ copied along:
 #   bash scripts/ab.sh [--out DIR] 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
 # Each argument is `name|gemmkit arguments`; --device cuda:0 --check is added. Settings:
