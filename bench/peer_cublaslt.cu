@@ -1,5 +1,5 @@
 // cuBLASLt as the linear peer: fp32 compute, bias epilogue, the heuristic's first algorithm with a
-// 32 MiB workspace (the configuration of /work/shared/peers/h200-linear.csv).
+// 32 MiB workspace (the configuration of bench/peers/h200-linear.csv).
 //
 // Layouts: cuBLASLt is column-major. Row-major out[n, m] is the column-major m x n matrix
 // out^T = w . x^T. Row-major w[m, k] read column-major is a k x m matrix (w^T, ld k), so

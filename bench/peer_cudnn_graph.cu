@@ -1,7 +1,7 @@
 // cuDNN through its graph (backend) API as a second conv peer. The legacy API (peer_cudnn.cu)
 // offers only the two implicit-GEMM algorithms for NHWC bf16, which run small-batch, strided and
 // depthwise convolutions up to 10x slower than the engines PyTorch's cuDNN path reaches (the
-// figures of /work/shared/peers/h200-conv.csv). Like PyTorch with cudnn.benchmark, this peer asks
+// figures of bench/peers/h200-conv.csv). Like PyTorch with cudnn.benchmark, this peer asks
 // the heuristics (mode A, else fallback) for engine configurations, builds the first few, times
 // each on the real operands and keeps the fastest.
 #include <cuda_runtime.h>

@@ -12,7 +12,7 @@
 
 namespace gemmkit::bench {
 
-// H200 figures measured on this project's machines (see /work/shared/peers/*.csv): a
+// H200 figures (measured, see bench/peers/*.csv): a
 // device-to-device copy moves 4.3 TB/s counting bytes read and written, and an 8192^3 bf16
 // matrix product runs at about 790 TFLOP/s.
 constexpr double kH200CopyBytesPerSecond = 4.3e12;

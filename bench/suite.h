@@ -1,4 +1,4 @@
-// Benchmark suites: CSV files of linear or convolution problems (see ../shared/suites).
+// Benchmark suites: CSV files of linear or convolution problems (bench/suites/*.csv).
 // Header-only and free of CUDA so the unit tests can include it directly.
 //
 // Format: lines starting with '#' are comments, blank lines are skipped, the first other line is

@@ -4,32 +4,31 @@
 # (built into ab/b/), each row timed with both binaries in turn, for several passes, so that
 # machine-to-machine variance does not enter the comparison.
 #
-# Set-up on the developer machine: `git worktree add --detach ab <commit>` (ab/ is in
-# .git/info/exclude), scripts/prepare-device.sh; then on the device (carry [".deps", "ab"]):
-#   bash scripts/ab.sh 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
+# Set-up: `git worktree add --detach ab <commit>` (ab/ is git-ignored) and
+# scripts/prepare-device.sh; then, on the GPU machine, with .deps/ and ab/ copied along:
+#   bash scripts/ab.sh [--out DIR] 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
 # Each argument is `name|gemmkit arguments`; --device cuda:0 --check is added. Settings:
-# GEMMKIT_AB_PASSES (default 2), GEMMKIT_AB_TAG (output name, for several runs in one device call:
-# the device tool returns at most 8 files). Output: $OUT/ab[-TAG].txt alone (the build logs stay
-# in a temporary folder and only a failing build's tail is printed), one line per (pass, row,
-# build): the time and check lines of `gemmkit`. Run again in the same call, both builds are
-# already up to date.
+# GEMMKIT_AB_PASSES (default 2), GEMMKIT_AB_TAG (output name, to keep several runs apart).
+# Output: DIR/ab[-TAG].txt (default ./out) alone (the build logs stay in a temporary folder and
+# only a failing build's tail is printed), one line per (pass, row, build): the time and check
+# lines of `gemmkit`. Run again on the same machine, both builds are already up to date.
 set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+take_out_option "$@"
+set -- "${rest[@]+"${rest[@]}"}"
 [ $# -ge 1 ] || { echo "usage: bash scripts/ab.sh 'name|gemmkit args' ..." >&2; exit 2; }
 [ -d ab ] || { echo "ab/: no worktree of the other commit (see the header)" >&2; exit 2; }
 root=$PWD
-top=${OUT:-$PWD/out}
-mkdir -p "$top"
-result=$top/ab${GEMMKIT_AB_TAG:+-$GEMMKIT_AB_TAG}.txt
+result=$out_dir/ab${GEMMKIT_AB_TAG:+-$GEMMKIT_AB_TAG}.txt
 logs=$(mktemp -d)
-cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
-export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
+use_python_cudnn
 (cmake -S ab -B ab/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGEMMKIT_CUDA=ON \
   -DGEMMKIT_GTEST_SOURCE_DIR="$root/.deps/googletest" \
   -DGEMMKIT_DLPACK_INCLUDE_DIR="$root/.deps/include" \
   ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$logs/ab-build.log" 2>&1 &&
   nice cmake --build ab/b -j8 --target gemmkit_cli >>"$logs/ab-build.log" 2>&1) &
 other=$!
-OUT=$logs/build GEMMKIT_BUILD_TARGET=gemmkit_cli bash scripts/device.sh build >"$logs/build.txt" 2>&1
+GEMMKIT_BUILD_TARGET=gemmkit_cli bash scripts/device.sh --out "$logs/build" build >"$logs/build.txt" 2>&1
 this_status=$?
 wait $other
 other_status=$?

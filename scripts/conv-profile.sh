@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Nsight Compute on the own depthwise and small-o kernels (device machine, after
 # scripts/device.sh built): duration, occupancy, warp stalls and the top stall locations of one
-# launch per row; the full report in $OUT/ncu-conv.txt, a digest on stdout.
-# Usage: bash scripts/conv-profile.sh [row ...]   (rows: the names below; default all)
+# launch per row; the full report in DIR/ncu-conv.txt (default ./out), a digest on stdout.
+# Usage: bash scripts/conv-profile.sh [--out DIR] [row ...]   (rows: the names below; default all)
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
+source "$(dirname "$0")/lib.sh"
+take_out_option "$@"
+set -- "${rest[@]+"${rest[@]}"}"
 bin=build-device/gemmkit
-log=$OUT/ncu-conv.txt
+log=$out_dir/ncu-conv.txt
 : >"$log"
 profile() {
   local name=$1 kernel=$2

@@ -8,8 +8,8 @@
 # Usage: bash scripts/dw-check.sh [gtest filter]
 set -uo pipefail
 bin=${GEMMKIT_BIN:-build-device}
-cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
-export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/lib.sh"
+use_python_cudnn
 status=0
 
 echo "== depthwise GPU tests"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Nsight Compute on a few linear configurations (device machine, after scripts/device.sh built):
 # kernel duration, launch statistics, speed-of-light and warp stall reasons per configuration,
-# three launches each; everything goes to $OUT/ncu-linear.txt, a digest to stdout.
+# three launches each; everything goes to DIR/ncu-linear.txt (default ./out), a digest to stdout,
+# and per-instruction counters to DIR/ncu-linear-I-sass.csv (scripts/sass-stalls.py digests them).
+# Usage: bash scripts/linear-profile.sh [--out DIR]
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
+source "$(dirname "$0")/lib.sh"
+take_out_option "$@"
 bin=build-device/gemmkit
-log=$OUT/ncu-linear.txt
+log=$out_dir/ncu-linear.txt
 : >"$log"
-# kernel, cluster bound, n, m, k[, extra CLI flags]: the first-session set, then seed-tiny under
-# auto and kimi-k2's router (n 8, 384 x 7168, f32 out), whose ring got slower when the consumer
+# kernel, cluster bound, n, m, k[, extra CLI flags]: the ring variants and the peers on the
+# decode shapes, then seed-tiny under auto and kimi-k2's router (n 8, 384 x 7168, f32 out), whose ring got slower when the consumer
 # warps began taking slices instead of groups (docs/perf.md). GEMMKIT_PROFILE_CONFIGS replaces
 # the set: ";"-separated configurations of the same form.
 default_configs="ring4 1 1 128 720;ring4 16 1 128 720;ring4 16 1 128 2880;ring8 16 1 128 14336;\
@@ -21,7 +24,7 @@ for cfg in "${configs[@]}"; do
   kernel=$1 cluster=$2 n=$3 m=$4 k=$5
   shift 5
   echo "== kernel $kernel, max cluster $cluster, n=$n m=$m k=$k $*" | tee -a "$log"
-  report=$OUT/ncu-linear-$((++index))
+  report=$out_dir/ncu-linear-$((++index))
   GEMMKIT_LINEAR_KERNEL=$kernel GEMMKIT_LINEAR_MAX_CLUSTER=$cluster timeout 90 ncu --clock-control none \
     --cache-control none -c 3 -k regex:'linear|gemm|Kernel' --section SpeedOfLight \
     --section LaunchStats --section WarpStateStats --section SchedulerStats --section SourceCounters \

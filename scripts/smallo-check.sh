@@ -9,19 +9,20 @@
 #      peer) under auto (the taps kernel's TMA form at 1024 and 2048, its register form at 256)
 #      and with each form forced (GEMMKIT_CONV_SMALL_O=taps, =tma) and the region kernel (=mma).
 # Targets (H200, graph replays): 2x faster than cuDNN, i.e. <= 14 / 157 / 595 us.
-# Usage: bash scripts/smallo-check.sh [build dir (default build-device)]; logs under $OUT (./out).
+# Usage: bash scripts/smallo-check.sh [--out DIR] [build dir (default build-device)]; logs under
+# DIR (default ./out).
 set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+take_out_option "$@"
+set -- "${rest[@]+"${rest[@]}"}"
 bin=${1:-build-device}
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-cudnn_root=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
-export LD_LIBRARY_PATH=${cudnn_root:+$cudnn_root/lib:}${LD_LIBRARY_PATH:-}
+use_python_cudnn
 failed=0
 
 run_tests() {  # name, then the environment assignments for the run
   local name=$1 filter=$2
   shift 2
-  local log=$OUT/smallo-tests-$name.log
+  local log=$out_dir/smallo-tests-$name.log
   env "$@" timeout "${GEMMKIT_GPU_TIMEOUT:-900}" "$bin/tests/gemmkit_gpu_tests" \
     --gtest_filter="$filter" >"$log" 2>&1
   local status=$?
@@ -35,7 +36,7 @@ run_tests small-o-cuda 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_S
 
 for size in 256 1024 2048; do
   for variant in auto taps tma mma; do
-    log=$OUT/smallo-conv-out-$size-$variant.log
+    log=$out_dir/smallo-conv-out-$size-$variant.log
     GEMMKIT_CONV_SMALL_O=$variant timeout "${GEMMKIT_BENCH_TIMEOUT:-300}" "$bin/gemmkit" conv \
       --n 1 --in "${size}x${size}" --c 128 --o 3 --kernel 3x3 --pad 1 --algo direct \
       --device cuda:0 --check $([ $variant = auto ] || echo --no-peers) >"$log" 2>&1

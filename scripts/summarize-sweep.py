@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Prints one line per suite row: gemmkit median microseconds under each sweep setting (JSON
-files written by scripts/linear-sweep.sh into a folder), with the kernel of the auto setting."""
+files written by scripts/linear-sweep.sh into a folder), with the kernel of the auto setting.
+Usage: summarize-sweep.py [FOLDER (default out)]"""
 import glob, json, os, sys
 
-folder = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "out")
+folder = sys.argv[1] if len(sys.argv) > 1 else "out"
 runs = {}
 for path in sorted(glob.glob(os.path.join(folder, "sweep-*.json"))):
     tag = os.path.basename(path)[6:-5]

@@ -3,6 +3,7 @@
 // tables and JSON.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -68,8 +69,9 @@ std::vector<double> conv_all(const gb::ConvRow& row, const std::vector<float>& x
   return out;
 }
 
-std::filesystem::path shared_suites_dir() {
-  return std::filesystem::path(__FILE__).parent_path() / ".." / ".." / "shared" / "suites";
+// The suites that ship with gemmkit (bench/suites), found from this file's place in the tree.
+std::filesystem::path repo_suites_dir() {
+  return std::filesystem::path(__FILE__).parent_path() / ".." / "bench" / "suites";
 }
 
 }  // namespace
@@ -275,9 +277,9 @@ TEST(CliSuiteParse, LoadReportsMissingFile) {
   }
 }
 
-TEST(CliSuiteParse, ParsesTheSharedSuitesAndAgreesWithTheLibraryOnShapes) {
-  const auto dir = shared_suites_dir();
-  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no suites at " << dir;
+TEST(CliSuiteParse, ParsesTheShippedSuitesAndAgreesWithTheLibraryOnShapes) {
+  const auto dir = repo_suites_dir();
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".csv") continue;
@@ -296,7 +298,26 @@ TEST(CliSuiteParse, ParsesTheSharedSuitesAndAgreesWithTheLibraryOnShapes) {
       EXPECT_EQ(library_shape, gb::conv_out_shape(row)) << row.name;
     }
   }
-  EXPECT_GE(files, 1);
+  EXPECT_GE(files, 6);
+}
+
+// linear-dense.csv: dense LLM layers from decode (n = 1) to prefill chunks (n = 4096), weights
+// up to 28672 x 8192; every row parses into a linear problem the library accepts.
+TEST(CliSuiteParse, ParsesTheDenseLinearSuite) {
+  const auto suite = gb::load_suite((repo_suites_dir() / "linear-dense.csv").string());
+  ASSERT_EQ(suite.kind, gb::SuiteKind::linear);
+  ASSERT_GT(suite.size(), 0u);
+  int64_t max_n = 0, max_m = 0, max_k = 0;
+  for (const auto& row : suite.linear_rows) {
+    EXPECT_GE(row.n, 1) << row.name;
+    max_n = std::max(max_n, row.n);
+    max_m = std::max(max_m, row.m);
+    max_k = std::max(max_k, row.k);
+    EXPECT_GT(gb::linear_floor_us(gb::linear_cost(row)), 0.0) << row.name;
+  }
+  EXPECT_EQ(max_n, 4096);
+  EXPECT_GE(max_m, 28672);
+  EXPECT_GE(max_k, 8192);
 }
 
 TEST(CliSuiteParse, ScalesSpatialSizesOnly) {
@@ -320,7 +341,7 @@ TEST(CliSuiteStats, Median) {
 }
 
 TEST(CliSuiteStats, ConvFloorsMatchThePublishedPeerTable) {
-  // floor_us of /work/shared/peers/h200-conv.csv, rounded to 0.1 us there.
+  // floor_us of bench/peers/h200-conv.csv, rounded to 0.1 us there.
   struct Case {
     const char* row;
     double floor_us;
@@ -342,7 +363,7 @@ TEST(CliSuiteStats, ConvFloorsMatchThePublishedPeerTable) {
 }
 
 TEST(CliSuiteStats, LinearFloorsMatchThePublishedPeerTable) {
-  // floor_us of /work/shared/peers/h200-linear.csv (bytes / 4.3 TB/s for these shapes).
+  // floor_us of bench/peers/h200-linear.csv (bytes / 4.3 TB/s for these shapes).
   const auto floor_of = [](int64_t n, int64_t m, int64_t k) {
     gb::LinearRow row;
     row.n = n;

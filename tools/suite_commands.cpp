@@ -29,8 +29,8 @@ const char* const kRunUsage =
     "  The FLUX.2 VAE decoder convolutions and the MoE router linears (rows of linear-decode.csv\n"
     "  named *router*), every result checked, then a summary. On a GPU: conv-flux2-vae-1024.csv\n"
     "  at full size. On the CPU: conv-flux2-vae-256.csv with spatial sizes x0.5 and 3 reps.\n"
-    "  Suites come from --suites DIR, else $GEMMKIT_SUITES_DIR, else ../shared/suites from the\n"
-    "  current folder, else ../shared/suites beside the source tree.\n";
+    "  Suites come from --suites DIR, else $GEMMKIT_SUITES_DIR, else the suites that ship with\n"
+    "  gemmkit: share/gemmkit/suites of an installed CLI, else bench/suites of the source tree.\n";
 
 // The CPU version of `run` must stay well under two minutes on two cores. The 256x256 VAE at
 // half its spatial size is ~80 GFLOP a pass over its shapes; with a warm-up and 3 timed calls

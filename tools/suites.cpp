@@ -2,18 +2,42 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <vector>
 
 #include "gemmkit/gemmkit.h"
 
 namespace gemmkit::cli {
 namespace fs = std::filesystem;
+namespace {
+
+bool is_dir(const fs::path& path) {
+  std::error_code error;
+  return fs::is_directory(path, error);
+}
+
+// The folder of the running binary ("" when the system does not say: then only the source tree's
+// suites are a default).
+fs::path binary_dir() {
+  std::error_code error;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", error);
+  return error ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+std::vector<std::string> default_suites_dirs() {
+  std::vector<std::string> dirs;
+  const fs::path bin = binary_dir();
+  if (!bin.empty()) {
+    dirs.push_back((bin / ".." / "share" / "gemmkit" / "suites").lexically_normal().string());
+    dirs.push_back((bin / ".." / "bench" / "suites").lexically_normal().string());
+  }
+#ifdef GEMMKIT_SOURCE_DIR
+  dirs.push_back((fs::path(GEMMKIT_SOURCE_DIR) / "bench" / "suites").lexically_normal().string());
+#endif
+  return dirs;
+}
 
 std::string locate_suites_dir(const std::string& option) {
-  const auto is_dir = [](const fs::path& path) {
-    std::error_code error;
-    return fs::is_directory(path, error);
-  };
   // An explicit choice that is wrong is an error, not a reason to look elsewhere.
   if (!option.empty()) {
     if (!is_dir(option)) throw Error("--suites '" + option + "' is not a folder");
@@ -23,16 +47,12 @@ std::string locate_suites_dir(const std::string& option) {
     if (!is_dir(env)) throw Error("GEMMKIT_SUITES_DIR '" + std::string(env) + "' is not a folder");
     return env;
   }
-  std::vector<fs::path> candidates{fs::path("..") / "shared" / "suites"};
-#ifdef GEMMKIT_SOURCE_DIR
-  candidates.push_back(fs::path(GEMMKIT_SOURCE_DIR) / ".." / "shared" / "suites");
-#endif
   std::string tried;
-  for (const auto& candidate : candidates) {
-    if (is_dir(candidate)) return candidate.lexically_normal().string();
-    tried += (tried.empty() ? "" : ", ") + candidate.string();
+  for (const auto& candidate : default_suites_dirs()) {
+    if (is_dir(candidate)) return candidate;
+    tried += (tried.empty() ? "" : ", ") + candidate;
   }
-  throw Error("benchmark suites not found (tried " + tried +
+  throw Error("benchmark suites not found (tried " + (tried.empty() ? "nothing" : tried) +
               "): pass --suites DIR or set GEMMKIT_SUITES_DIR");
 }
 
