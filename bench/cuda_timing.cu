@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <chrono>
+
 #include "bench/cuda_timing.h"
 
 namespace gemmkit::bench::cuda {
@@ -60,6 +62,13 @@ cudaGraph_t capture(const LaunchFn& launch, int calls, int copies, cudaStream_t 
   return graph;
 }
 
+__global__ void empty_kernel() {}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 }  // namespace
 
 StreamOwner::StreamOwner(Device device) {
@@ -116,6 +125,41 @@ CallTimes time_calls(const LaunchFn& launch, int calls, int copies, int replays,
                  " direct calls (graph capture failed: " + why + "), median of " +
                  std::to_string(replays);
   return times;
+}
+
+HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  HostCost cost;
+  cost.calls = calls;
+  for (int call = 0; call < calls; ++call) launch(0, stream);  // warm-up: caches, lazy set-up
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  auto start = std::chrono::steady_clock::now();
+  for (int call = 0; call < calls; ++call) launch(0, stream);
+  auto stop = std::chrono::steady_clock::now();
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  cost.call_us = 1e6 * seconds_between(start, stop) / calls;
+
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(32);
+  config.stream = s;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  for (int call = 0; call < calls; ++call) {
+    check(cudaLaunchKernelEx(&config, empty_kernel), "cudaLaunchKernelEx");
+  }
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  start = std::chrono::steady_clock::now();
+  for (int call = 0; call < calls; ++call) {
+    check(cudaLaunchKernelEx(&config, empty_kernel), "cudaLaunchKernelEx");
+  }
+  stop = std::chrono::steady_clock::now();
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  cost.empty_launch_us = 1e6 * seconds_between(start, stop) / calls;
+  return cost;
 }
 
 void check_last_error(const char* what) {

@@ -38,6 +38,17 @@ struct CallTimes {
 // directly, and `method` says so.
 CallTimes time_calls(const LaunchFn& launch, int calls, int copies, int replays, Stream stream);
 
+// Host time of one eager call: `calls` calls of `launch` issued back to back (after as many to
+// warm up), timed on the CPU's steady clock from the first call to the return of the last, before
+// the stream is drained. The kernels of a tiny GEMM are shorter than their host path, so the GPU
+// never throttles the loop and the figure is what each call costs the calling thread.
+struct HostCost {
+  double call_us = 0;          // per call of `launch`
+  double empty_launch_us = 0;  // per cudaLaunchKernelEx of an empty kernel (PDL attribute set)
+  int calls = 0;
+};
+HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream);
+
 // Throws gemmkit::Error naming `what` when a CUDA error is pending (and clears it).
 void check_last_error(const char* what);
 

@@ -195,6 +195,11 @@ class CaseRunner {
         timing.cold_copies = copies;
       }
     }
+    if (settings_.host_cost_calls > 0) {
+      const auto host = cuda::time_host_cost(launch, settings_.host_cost_calls, stream());
+      timing.host_us = host.call_us;
+      timing.empty_launch_us = host.empty_launch_us;
+    }
     synchronize();
     return timing;
 #else

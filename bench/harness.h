@@ -28,6 +28,7 @@ struct BenchSettings {
   bool cold = true;           // CUDA: also time with cold L2 (rotating input copies)
   std::string linear_kernel;  // LinearOptions::kernel
   std::string conv_algo;      // ConvOptions::algo
+  int host_cost_calls = 0;    // CUDA: > 0 also times the host cost of that many eager calls
 };
 
 // The reps and replays the settings mean on their device (defaults filled in).
@@ -44,6 +45,10 @@ struct Timing {
   double cold_us = kNaN;  // median per-call time, rotating through input copies beyond 2x L2
   int cold_copies = 0;    // input copies rotated for the cold figure
   std::string method;     // how the times were taken
+  // CUDA, when BenchSettings::host_cost_calls > 0: host time of one eager call, and of an empty
+  // kernel launch beside it (bench/cuda_timing.h, time_host_cost).
+  double host_us = kNaN;
+  double empty_launch_us = kNaN;
 };
 
 // What happened to one implementation (gemmkit or a peer) on one problem.

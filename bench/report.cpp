@@ -365,6 +365,10 @@ void write_measurement(JsonWriter& json, const CaseResult& result, const Measure
   json.field("cold_median_us", m.timing.cold_us);
   json.field("cold_copies", m.timing.cold_copies);
   json.field("timing_method", m.timing.method);
+  if (!std::isnan(m.timing.host_us)) {
+    json.field("host_us", m.timing.host_us);
+    json.field("empty_launch_us", m.timing.empty_launch_us);
+  }
   json.field("gflops", gflops(result, us));
   json.field("gbytes_per_s", result.cost.bytes / (us * 1e3));
   json.field("floor_fraction", result.floor_us / us);

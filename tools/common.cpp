@@ -8,7 +8,8 @@
 namespace gemmkit::cli {
 
 const std::vector<OptionSpec> kTimingOptions{
-    {"device", true}, {"reps", true}, {"replays", true}, {"seed", true}, {"no-cold", false}};
+    {"device", true}, {"reps", true},    {"replays", true},
+    {"seed", true},   {"no-cold", false}, {"host-cost", true}};
 
 Device resolve_device(const std::string& text) {
   if (text.empty() || text == "auto") {
@@ -38,6 +39,7 @@ bench::BenchSettings settings_from(const Options& options) {
   settings.replays = static_cast<int>(options.integer("replays", 0, 1));
   settings.seed = static_cast<uint64_t>(options.integer("seed", 0x5eed, 0));
   settings.cold = !options.has("no-cold");
+  settings.host_cost_calls = static_cast<int>(options.integer("host-cost", 0, 1));
   return settings;
 }
 
@@ -66,6 +68,15 @@ void print_case(const bench::CaseResult& result, const bench::BenchSettings& set
   if (!std::isnan(result.floor_us))
     std::printf("floor     %s us on an H200 (this run: %.0f%% of the floor's speed)\n",
                 bench::format_number(result.floor_us).c_str(), 100 * result.floor_us / us);
+  const auto print_host = [](const char* who, const bench::Timing& t) {
+    if (std::isnan(t.host_us)) return;
+    std::printf("host      %s %s us per eager call on the calling thread (an empty kernel launch: "
+                "%s us)\n",
+                who, bench::format_number(t.host_us).c_str(),
+                bench::format_number(t.empty_launch_us).c_str());
+  };
+  print_host("gemmkit", m.timing);
+  for (const auto& peer : result.peers) print_host(peer.name.c_str(), peer.timing);
   for (const auto& peer : result.peers) {
     if (!peer.ran) {
       std::printf("peer      %s %s: %s\n", peer.name.c_str(), peer.unsupported ? "n/a" : "error",

@@ -10,19 +10,21 @@ namespace {
 const char* const kLinearUsage =
     "usage: gemmkit linear --n N --m M --k K [--bias] [--dtype bf16|f16|f32] [--out-dtype DTYPE]\n"
     "                      [--device auto|cpu|cuda:I] [--kernel NAME] [--check] [--reps R]\n"
-    "                      [--replays P] [--seed S] [--no-cold] [--no-peers]\n"
+    "                      [--replays P] [--seed S] [--no-cold] [--no-peers] [--host-cost C]\n"
     "  out[n,m] = x[n,k] . w[m,k]^T (+ bias[m]) with random data; prints the kernel gemmkit "
     "chose,\n"
     "  the median time, GFLOP/s and GB/s. --check compares with a double-precision reference\n"
     "  (every output when small, sampled otherwise) and exits 1 on FAIL. On CUDA, R calls are\n"
-    "  captured in a graph replayed P times (warm and cold L2), and cuBLASLt runs as a peer.\n";
+    "  captured in a graph replayed P times (warm and cold L2), and cuBLASLt runs as a peer.\n"
+    "  --host-cost C also times C eager calls on the CPU's clock: the host cost of one call\n"
+    "  (gemmkit's and each peer's), beside an empty kernel launch.\n";
 
 const char* const kConvUsage =
     "usage: gemmkit conv --in 64x64 --c C --o O --kernel 3x3 [--n N] [--stride 1x1]\n"
     "                    [--pad P | --pad-lo P --pad-hi P] [--kdil D] [--idil D] [--groups G]\n"
     "                    [--flip] [--bias] [--dtype bf16|f16|f32] [--device auto|cpu|cuda:I]\n"
     "                    [--algo NAME] [--check] [--reps R] [--replays P] [--seed S]\n"
-    "                    [--weight-layout ohwi|filter] [--no-cold] [--no-peers]\n"
+    "                    [--weight-layout ohwi|filter] [--no-cold] [--no-peers] [--host-cost C]\n"
     "  conv_general (see gemmkit.h): x (n, in..., c), weight (o, kernel..., c/groups),\n"
     "  out (n, out..., o). Per-dim values are 'x'-separated; one value applies to every dim.\n"
     "  --weight-layout filter stores the weight as (c, kernel..., o) (PyTorch's ConvTranspose\n"

@@ -15,7 +15,7 @@ const char* const kBenchUsage =
     "usage: gemmkit bench --suite PATH.csv [--suites DIR] [--device auto|cpu|cuda:I] [--json "
     "FILE]\n"
     "                     [--reps R] [--replays P] [--scale F] [--filter SUBSTR] [--seed S]\n"
-    "                     [--no-cold] [--no-peers]\n"
+    "                     [--no-cold] [--no-peers] [--host-cost C]\n"
     "  Runs every row of a linear or conv suite (told apart by the header): checks each result\n"
     "  against a double-precision reference, then times it. CPU: median of R calls (default 5).\n"
     "  CUDA: a graph of R calls (default 20) replayed P times (default 10), with warm and cold\n"
