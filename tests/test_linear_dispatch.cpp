@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cuda/linear/config_cache.h"
 #include "cuda/linear/linear_config.h"
 
 namespace gemmkit::cuda::linear_family {
@@ -474,6 +475,54 @@ TEST(LinearDispatch, RingProducerWarps) {
   EXPECT_EQ(select_linear_config(s, kH200, "ring8.t1x2.p1", true).name, "ring8.t1x2.p1.c6");
   EXPECT_EQ(select_linear_config(s, kH200, "ring8.t1x2.p1", true).threads, 160);
   EXPECT_NE(forced_error(s, "ring8.p2").find("producer warps: 1 or 4"), std::string::npos);
+}
+
+TEST(LinearConfigCache, ARepeatedCallTakesTheConfigChosenBeforeAndEveryArgumentCounts) {
+  LinearConfigCache cache;
+  const LinearShape router = bf16_shape(8, 128, 2880);
+  EXPECT_EQ(cache.find(0, router, "", true), nullptr);
+  CachedLinearConfig& stored = cache.store(LinearConfigKey{0, router, "", true},
+                                           select_linear_config(router, kH200, "", true));
+  ASSERT_EQ(cache.find(0, router, "", true), &stored);
+  EXPECT_EQ(stored.kernel, "cuda.linear." + stored.config.name);
+  EXPECT_EQ(stored.config.to_string(), select_linear_config(router, kH200, "", true).to_string());
+  // Each argument of the selection is part of the key.
+  EXPECT_EQ(cache.find(1, router, "", true), nullptr);
+  EXPECT_EQ(cache.find(0, router, "ring8", true), nullptr);
+  EXPECT_EQ(cache.find(0, router, "", false), nullptr);
+  const auto differs = [&](auto change) {
+    LinearShape other = router;
+    change(other);
+    return cache.find(0, other, "", true) == nullptr;
+  };
+  EXPECT_TRUE(differs([](LinearShape& s) { s.n = 9; }));
+  EXPECT_TRUE(differs([](LinearShape& s) { s.m = 256; }));
+  EXPECT_TRUE(differs([](LinearShape& s) { s.k = 2888; }));
+  EXPECT_TRUE(differs([](LinearShape& s) { s.in = DType::f16; }));
+  EXPECT_TRUE(differs([](LinearShape& s) { s.out = DType::f32; }));
+  EXPECT_TRUE(differs([](LinearShape& s) { s.has_bias = false; }));
+  EXPECT_TRUE(differs([](LinearShape& s) { s.tma_compatible = false; }));
+  // A replaced config (the launch fallback) is what the next call finds.
+  LinearConfigCache::set(stored, select_linear_config(router, kH200, "reference", true));
+  EXPECT_EQ(cache.find(0, router, "", true)->kernel, "cuda.linear.reference");
+}
+
+TEST(LinearConfigCache, ANewShapeReplacesTheOldestWhenFull) {
+  LinearConfigCache cache;
+  for (int64_t n = 1; n <= LinearConfigCache::kEntries; ++n) {
+    cache.store(LinearConfigKey{0, bf16_shape(n, 128, 2880), "", true},
+                select_linear_config(bf16_shape(n, 128, 2880), kH200, "", true));
+  }
+  EXPECT_EQ(cache.size(), LinearConfigCache::kEntries);
+  for (int64_t n = 1; n <= LinearConfigCache::kEntries; ++n) {
+    EXPECT_NE(cache.find(0, bf16_shape(n, 128, 2880), "", true), nullptr) << n;
+  }
+  const LinearShape extra = bf16_shape(LinearConfigCache::kEntries + 1, 128, 2880);
+  cache.store(LinearConfigKey{0, extra, "", true}, select_linear_config(extra, kH200, "", true));
+  EXPECT_EQ(cache.size(), LinearConfigCache::kEntries);
+  EXPECT_EQ(cache.find(0, bf16_shape(1, 128, 2880), "", true), nullptr);  // the oldest
+  EXPECT_NE(cache.find(0, bf16_shape(2, 128, 2880), "", true), nullptr);
+  EXPECT_NE(cache.find(0, extra, "", true), nullptr);
 }
 
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {

@@ -16,6 +16,7 @@
 #include "cuda/common/device_context.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/linear/config_cache.h"
 #include "cuda/linear/linear_config.h"
 #include "cuda/linear/reference_kernel.cuh"
 #include "cuda/linear/simt_f32_kernel.cuh"
@@ -343,45 +344,59 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
                          p.k <= (int64_t{1} << 31) && p.n < (int64_t{1} << 31) &&
                          p.m < (int64_t{1} << 31);
   const std::string& forced = options.kernel.empty() ? env_kernel() : options.kernel;
-  LinearConfig config = select_linear_config(shape, describe(props), forced,
-                                             options.pdl < 0 ? env_pdl() : options.pdl != 0);
+  const bool pdl = options.pdl < 0 ? env_pdl() : options.pdl != 0;
+  // Selection is pure: a repeated shape takes the config chosen before (config_cache.h).
+  thread_local LinearConfigCache cache;
+  CachedLinearConfig* entry = cache.find(device, shape, forced, pdl);
+  if (entry == nullptr) {
+    entry = &cache.store(LinearConfigKey{device, shape, forced, pdl},
+                         select_linear_config(shape, describe(props), forced, pdl));
+  }
+  const LinearConfig* config = &entry->config;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (config.path == LinearPath::cublaslt) {
+  CachedLinearConfig refused;  // the reference kernel, where cuBLASLt refuses this call's layout
+  if (config->path == LinearPath::cublaslt) {
     if (!cublas_layout_ok(p) || !run_cublaslt(p, s, device)) {
       if (props.sm_major != 9 || p.x.dtype == DType::f32) {
         throw Error("gemmkit::linear: cuBLASLt has no algorithm for this layout on cuda:" +
                     std::to_string(device) + " and the family is built for sm_90 only");
       }
-      config = reference_config(shape, describe(props), "cuBLASLt cannot take this layout");
+      LinearConfigCache::set(refused, reference_config(shape, describe(props),
+                                                       "cuBLASLt cannot take this layout"));
+      entry = &refused;
+      config = &refused.config;
     }
   }
   info.backend = "cuda";
-  info.kernel = "cuda.linear." + config.name;
-  info.reason = config.reason;
+  info.kernel = entry->kernel;
+  info.reason = config->reason;
   const bool f32_out = p.out.dtype == DType::f32;
-  switch (config.path) {
+  switch (config->path) {
     case LinearPath::cublaslt:
       return;
     case LinearPath::simt_f32:
-      return launch_simt(p, config, s);
+      return launch_simt(p, *config, s);
     case LinearPath::reference:
       if (p.x.dtype == DType::bf16) {
-        return f32_out ? launch_reference<__nv_bfloat16, float>(p, config, s)
-                       : launch_reference<__nv_bfloat16, __nv_bfloat16>(p, config, s);
+        return f32_out ? launch_reference<__nv_bfloat16, float>(p, *config, s)
+                       : launch_reference<__nv_bfloat16, __nv_bfloat16>(p, *config, s);
       }
-      return f32_out ? launch_reference<__half, float>(p, config, s)
-                     : launch_reference<__half, __half>(p, config, s);
+      return f32_out ? launch_reference<__half, float>(p, *config, s)
+                     : launch_reference<__half, __half>(p, *config, s);
     case LinearPath::tma_ring: {
       const auto launch = [&](const LinearConfig& c) {
         return f32_out ? launch_ring<float>(p, c, s, device)
                        : launch_ring<__nv_bfloat16>(p, c, s, device);
       };
-      if (launch(config)) return;
-      config = select_linear_config(shape, describe(props, 8), forced, config.pdl);
-      info.kernel = "cuda.linear." + config.name;
-      if (config.path != LinearPath::tma_ring || !launch(config)) {
+      if (launch(*config)) return;
+      // Clusters above 8 do not fit this device: plan again with at most 8, and keep that plan.
+      LinearConfig smaller = select_linear_config(shape, describe(props, 8), forced, config->pdl);
+      if (smaller.path != LinearPath::tma_ring || !launch(smaller)) {
         throw Error("gemmkit::linear: internal: no launchable ring configuration");
       }
+      LinearConfigCache::set(*entry, std::move(smaller));
+      info.kernel = entry->kernel;
+      info.reason = entry->config.reason;
       return;
     }
   }
