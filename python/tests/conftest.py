@@ -44,6 +44,13 @@ def empty_batch(test):
     return test
 
 
+def to_channels_last(t: torch.Tensor) -> torch.Tensor:
+    """The same tensor values in (n, spatial..., c) memory (channels-last for any rank)."""
+    order = (0, *range(2, t.dim()), 1)
+    inverse = [order.index(d) for d in range(t.dim())]
+    return t.permute(order).contiguous().permute(inverse)
+
+
 def cuda_skip_reason() -> str:
     if not gemmkit.built_with_cuda():
         return "gemmkit's torch extension was built without the CUDA backend"
