@@ -198,10 +198,9 @@ Tensor linear_matrix(const StableTensor& t, const char* name) {
   return *v;
 }
 
-void run_linear(const StableTensor& x, const StableTensor& w, const std::optional<StableTensor>& bias,
-                const StableTensor& out, std::string_view kernel, int64_t pdl,
-                const std::optional<StableTensor>& workspace) {
-  const Tensor x_view = linear_matrix(x, "x");
+void run_linear(const Tensor& x_view, const StableTensor& w,
+                const std::optional<StableTensor>& bias, const StableTensor& out,
+                std::string_view kernel, int64_t pdl, const std::optional<StableTensor>& workspace) {
   const Tensor w_view = view_of(w, "linear", "w");
   const std::optional<Tensor> bias_view = optional_view(bias, "linear", "bias");
   const Tensor out_view = linear_matrix(out, "out");
@@ -211,29 +210,29 @@ void run_linear(const StableTensor& x, const StableTensor& w, const std::optiona
   });
 }
 
-std::vector<int64_t> linear_out_shape(const StableTensor& x, const StableTensor& w) {
-  if (x.dim() < 1) fail("linear", "x", "is a 0-dim tensor; it must be [..., k]");
-  if (w.dim() != 2) fail("linear", "w", "has rank " + std::to_string(w.dim()) + "; must be [m, k]");
-  const auto sizes = x.sizes();
-  std::vector<int64_t> shape(sizes.begin(), sizes.end() - 1);
-  shape.push_back(w.sizes()[0]);
-  return shape;
-}
-
 StableTensor linear(StableTensor x, StableTensor w, std::optional<StableTensor> bias,
                     std::optional<ScalarType> out_dtype, std::string_view kernel, int64_t pdl,
                     std::optional<StableTensor> workspace) {
-  // Leading dims that do not collapse are made contiguous (one copy), as F.linear does.
-  if (x.dim() >= 1 && !matrix_view_of(x, "linear", "x")) x = torch::stable::contiguous(x);
+  if (x.dim() < 1) fail("linear", "x", "is a 0-dim tensor; it must be [..., k]");
+  if (w.dim() != 2) fail("linear", "w", "has rank " + std::to_string(w.dim()) + "; must be [m, k]");
+  std::optional<Tensor> x_view = matrix_view_of(x, "linear", "x");
+  if (!x_view) {
+    // Leading dims that do not collapse are made contiguous (one copy), as F.linear does.
+    x = torch::stable::contiguous(x);
+    x_view = matrix_view_of(x, "linear", "x");
+  }
+  const auto sizes = x.sizes();
+  std::vector<int64_t> shape(sizes.begin(), sizes.end() - 1);
+  shape.push_back(w.sizes()[0]);
   const StableTensor out =
-      torch::stable::new_empty(x, linear_out_shape(x, w), out_dtype.value_or(x.scalar_type()));
-  run_linear(x, w, bias, out, kernel, pdl, workspace);
+      torch::stable::new_empty(x, shape, out_dtype.value_or(x.scalar_type()));
+  run_linear(*x_view, w, bias, out, kernel, pdl, workspace);
   return out;
 }
 
 void linear_out(StableTensor x, StableTensor w, std::optional<StableTensor> bias, StableTensor out,
                 std::string_view kernel, int64_t pdl, std::optional<StableTensor> workspace) {
-  run_linear(x, w, bias, out, kernel, pdl, workspace);
+  run_linear(linear_matrix(x, "x"), w, bias, out, kernel, pdl, workspace);
 }
 
 // ---- conv ------------------------------------------------------------------------------------
