@@ -76,3 +76,20 @@ def _conv_output_shape_fake(
 @torch.library.register_fake("gemmkit::build_info")
 def _build_info_fake():
     return torch.empty(torch.library.get_ctx().new_dynamic_size(), dtype=torch.uint8)
+
+
+def _no_backward(ctx, *grads):
+    raise RuntimeError(
+        "gemmkit: the ops have no backward (they are for inference): run the model under "
+        "torch.no_grad() / torch.inference_mode(), or keep torch's modules for training"
+    )
+
+
+def _no_context(ctx, inputs, output):
+    pass
+
+
+# An explicit autograd formula that refuses to differentiate, instead of torch's fallback (a
+# warning on every call with inputs that require grad, then silently missing gradients).
+for _op in ("gemmkit::linear", "gemmkit::conv_general"):
+    torch.library.register_autograd(_op, _no_backward, setup_context=_no_context)

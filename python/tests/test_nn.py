@@ -114,3 +114,17 @@ def test_conv_transpose_output_size_argument():
     with torch.no_grad():
         assert_close_to(ours(x, output_size=[10, 10]), reference(x, output_size=[10, 10]),
                         torch.float32)
+
+
+def test_forward_with_trainable_parameters_and_backward_refused():
+    import warnings
+    lin = gemmkit.nn.Linear(8, 4)
+    conv = gemmkit.nn.Conv2d(2, 2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no autograd-fallback warning on the forward
+        y = lin(torch.randn(3, 8))
+        z = conv(torch.randn(1, 2, 5, 5))
+    assert y.shape == (3, 4) and z.shape == (1, 2, 3, 3)
+    for out in (y, z):
+        with pytest.raises(RuntimeError, match="no backward"):
+            out.sum().backward()
