@@ -23,7 +23,7 @@
 // Declared by torch's shim under USE_CUDA, which a stable-ABI extension does not define; the
 // symbol lives in libtorch_cuda.
 extern "C" AOTI_TORCH_EXPORT AOTITorchError aoti_torch_get_current_cuda_stream(int32_t device_index,
-                                                                              void** ret_stream);
+                                                                               void** ret_stream);
 #endif
 
 namespace gemmkit::torch_ops {
@@ -179,8 +179,8 @@ LinearOptions linear_options(std::string_view kernel, int64_t pdl,
     }
     if (device_of(*workspace, "linear", "workspace") != device) {
       fail("linear", "workspace",
-           "is on " + device_of(*workspace, "linear", "workspace").str() + "; must be on x's device " +
-               device.str());
+           "is on " + device_of(*workspace, "linear", "workspace").str() +
+               "; must be on x's device " + device.str());
     }
     options.workspace = workspace->data_ptr();
     options.workspace_bytes = workspace->numel() * static_cast<int64_t>(workspace->element_size());
@@ -200,7 +200,8 @@ Tensor linear_matrix(const StableTensor& t, const char* name) {
 
 void run_linear(const Tensor& x_view, const StableTensor& w,
                 const std::optional<StableTensor>& bias, const StableTensor& out,
-                std::string_view kernel, int64_t pdl, const std::optional<StableTensor>& workspace) {
+                std::string_view kernel, int64_t pdl,
+                const std::optional<StableTensor>& workspace) {
   const Tensor w_view = view_of(w, "linear", "w");
   const std::optional<Tensor> bias_view = optional_view(bias, "linear", "bias");
   const Tensor out_view = linear_matrix(out, "out");
@@ -224,8 +225,7 @@ StableTensor linear(StableTensor x, StableTensor w, std::optional<StableTensor> 
   const auto sizes = x.sizes();
   std::vector<int64_t> shape(sizes.begin(), sizes.end() - 1);
   shape.push_back(w.sizes()[0]);
-  const StableTensor out =
-      torch::stable::new_empty(x, shape, out_dtype.value_or(x.scalar_type()));
+  const StableTensor out = torch::stable::new_empty(x, shape, out_dtype.value_or(x.scalar_type()));
   run_linear(*x_view, w, bias, out, kernel, pdl, workspace);
   return out;
 }
@@ -290,8 +290,7 @@ StableTensor conv_general(StableTensor x, StableTensor weight, std::optional<Sta
       conv_params(std::move(stride), std::move(padding_lo), std::move(padding_hi),
                   std::move(kernel_dilation), std::move(input_dilation), groups, flip);
   const std::vector<int64_t> shape = conv_out_shape(x, weight, params);
-  const StableTensor out =
-      torch::stable::new_empty(x, shape, out_dtype.value_or(x.scalar_type()));
+  const StableTensor out = torch::stable::new_empty(x, shape, out_dtype.value_or(x.scalar_type()));
   run_conv(x, weight, bias, out, params);
   return out;
 }
@@ -316,9 +315,9 @@ StableTensor conv_output_shape_op(std::vector<int64_t> x_shape, std::vector<int6
       x_shape, w_shape,
       conv_params(std::move(stride), std::move(padding_lo), std::move(padding_hi),
                   std::move(kernel_dilation), std::move(input_dilation), groups, false));
-  StableTensor result = torch::stable::empty({static_cast<int64_t>(shape.size())},
-                                             ScalarType::Long, std::nullopt,
-                                             torch::stable::Device(torch::headeronly::DeviceType::CPU));
+  StableTensor result =
+      torch::stable::empty({static_cast<int64_t>(shape.size())}, ScalarType::Long, std::nullopt,
+                           torch::stable::Device(torch::headeronly::DeviceType::CPU));
   auto* data = static_cast<int64_t*>(result.data_ptr());
   for (std::size_t i = 0; i < shape.size(); ++i) data[i] = shape[i];
   return result;
@@ -327,9 +326,9 @@ StableTensor conv_output_shape_op(std::vector<int64_t> x_shape, std::vector<int6
 // gemmkit::build_info() as a CPU uint8 tensor of its characters (read without a Python binding).
 StableTensor build_info_op() {
   const std::string info = build_info();
-  StableTensor result = torch::stable::empty({static_cast<int64_t>(info.size())},
-                                             ScalarType::Byte, std::nullopt,
-                                             torch::stable::Device(torch::headeronly::DeviceType::CPU));
+  StableTensor result =
+      torch::stable::empty({static_cast<int64_t>(info.size())}, ScalarType::Byte, std::nullopt,
+                           torch::stable::Device(torch::headeronly::DeviceType::CPU));
   auto* data = static_cast<char*>(result.data_ptr());
   for (std::size_t i = 0; i < info.size(); ++i) data[i] = info[i];
   return result;

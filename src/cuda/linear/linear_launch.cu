@@ -223,8 +223,8 @@ bool cublas_layout_ok(const detail::LinearProblem& p) {
 // x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
 // The scratch comes from options.workspace when given (its tail holds the widened bias, the rest
 // is cuBLASLt's), else from CublasLtScratch's own sources.
-bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options,
-                  cudaStream_t stream, int device) {
+bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, cudaStream_t stream,
+                  int device) {
   const cublasLtHandle_t handle = cublaslt_handle(device);
   const bool widen_bias = p.has_bias && p.out.dtype == DType::f32 && p.x.dtype != DType::f32;
   const std::size_t bias_bytes =
@@ -235,7 +235,8 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options,
   if (scratch.bytes() < bias_bytes) {
     throw Error("gemmkit::linear: options.workspace_bytes " +
                 std::to_string(options.workspace_bytes) + ": must be at least " +
-                std::to_string(bias_bytes) + " (the bias widened to f32, 4 * m bytes rounded up to " +
+                std::to_string(bias_bytes) +
+                " (the bias widened to f32, 4 * m bytes rounded up to " +
                 "256) when n takes the cuBLASLt path with a 16-bit bias and f32 out");
   }
   // cuBLASLt's part, 256-byte aligned, then the widened bias.
@@ -335,7 +336,8 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
             CallInfo& info) {
   using namespace linear_family;
   const int device = p.x.device.index;
-  if (options.workspace_bytes < 0 || (options.workspace == nullptr) != (options.workspace_bytes == 0)) {
+  if (options.workspace_bytes < 0 ||
+      (options.workspace == nullptr) != (options.workspace_bytes == 0)) {
     throw Error("gemmkit::linear: options.workspace_bytes " +
                 std::to_string(options.workspace_bytes) +
                 ": must be 0 with no options.workspace, and > 0 with one");
