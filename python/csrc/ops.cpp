@@ -148,6 +148,12 @@ void on_device(const Device& device, Call&& call) {
     return;
   }
 #ifdef GEMMKIT_WITH_CUDA
+  // The guard (a heap object behind the shim) only when the tensors are not on the current
+  // device: the common case costs one query.
+  if (torch::stable::accelerator::getCurrentDeviceIndex() == device.index) {
+    call(current_stream(device));
+    return;
+  }
   const torch::stable::accelerator::DeviceGuard guard(device.index);
   call(current_stream(device));
 #else

@@ -57,3 +57,12 @@ def test_build_info_names_the_backends():
     info = gemmkit.build_info()
     assert "backends: cpu" in info
     assert gemmkit.built_with_cuda() == ("cuda" in info.split("backends:")[1].splitlines()[0])
+
+
+def test_missing_extension_is_a_clear_import_error():
+    env = os.environ.copy()
+    env["GEMMKIT_TORCH_LIBRARY"] = "/nonexistent/_gemmkit_ops.so"
+    result = subprocess.run([sys.executable, "-c", "import gemmkit"], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr and "/nonexistent/_gemmkit_ops.so" in result.stderr
