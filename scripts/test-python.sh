@@ -6,7 +6,8 @@
 #    the CUDA backend when the main build has it) and runs every pytest against it.
 # 3. Builds and installs the package as a user would (`pip install ./python`; the CPU backend
 #    only unless GEMMKIT_PYTHON_PIP_CUDA=1, so the CUDA kernels are not compiled twice) and runs
-#    the package tests against the installed copy, from outside the source tree.
+#    the package, linear and GPU tests against the installed copy, from outside the source tree.
+#    The pip build reads CMAKE_ARGS (e.g. -DCMAKE_CXX_COMPILER=/usr/bin/c++).
 # GPU tests skip, with the reason, without a GPU. Exits 0 with a SKIPPED line only when torch
 # cannot be installed at all.
 set -euo pipefail
@@ -50,4 +51,5 @@ cuda=OFF
 GEMMKIT_CUDA=$cuda "$python" -m pip install --quiet --no-build-isolation --no-deps ./python
 cd "$(mktemp -d)"
 "$python" -m pytest -q -rs -p no:cacheprovider --rootdir "$root/python" \
-  "$root/python/tests/test_package.py" "$root/python/tests/test_linear.py"
+  "$root/python/tests/test_package.py" "$root/python/tests/test_linear.py" \
+  "$root/python/tests/test_gpu.py"
