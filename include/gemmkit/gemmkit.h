@@ -102,6 +102,13 @@ struct LinearOptions {
   // preceding kernel in the stream has finished: w must not be written by that kernel.
   int pdl = -1;
   CallInfo* info = nullptr;
+  // Device scratch of the cuBLASLt path (batches above the family's): none (nullptr, 0) = one
+  // buffer per device allocated by the first eager call, or an allocation inside the graph when
+  // the stream is being captured. Given: `workspace_bytes` bytes on x's device, 256-byte aligned,
+  // not used by other work until the call's work on the stream is done (the caller orders it);
+  // 48 MiB gives cuBLASLt its full choice, and a 16-bit bias with f32 out needs 4 * m bytes of it.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 
 // out[n, m] = x[n, k] . w[m, k]^T (+ bias[m]), fp32 accumulation.

@@ -4,10 +4,33 @@
 #include <mutex>
 #include <string>
 
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_context.h"
+
 namespace gemmkit::cuda {
 
 namespace {
 constexpr int kMaxDevices = 64;
+
+void check_device_index(int device) {
+  if (device < 0 || device >= kMaxDevices) {
+    throw Error("device cuda:" + std::to_string(device) + " is beyond the " +
+                std::to_string(kMaxDevices) + " devices gemmkit's per-device caches hold");
+  }
+}
+
+struct OwnScratch {
+  std::mutex mutex;
+  void* data = nullptr;
+  cudaEvent_t last_use = nullptr;  // recorded on the stream of the latest call, after its work
+  bool used = false;
+};
+
+OwnScratch& own_scratch(int device) {
+  static std::array<OwnScratch, kMaxDevices> scratch;
+  check_device_index(device);
+  return scratch[static_cast<std::size_t>(device)];
+}
 }  // namespace
 
 void check_cublaslt(cublasStatus_t status, const char* call, const char* file, int line) {
@@ -21,10 +44,7 @@ void check_cublaslt(cublasStatus_t status, const char* call, const char* file, i
 cublasLtHandle_t cublaslt_handle(int device) {
   static std::mutex mutex;
   static std::array<cublasLtHandle_t, kMaxDevices> handles{};
-  if (device < 0 || device >= kMaxDevices) {
-    throw Error("device cuda:" + std::to_string(device) + " is beyond the " +
-                std::to_string(kMaxDevices) + " devices gemmkit's per-device caches hold");
-  }
+  check_device_index(device);
   std::lock_guard<std::mutex> lock(mutex);
   cublasLtHandle_t& handle = handles[static_cast<std::size_t>(device)];
   if (handle == nullptr) GEMMKIT_CUBLASLT_CHECK(cublasLtCreate(&handle));
@@ -42,6 +62,47 @@ cudaDataType_t cublas_data_type(DType dtype) {
   }
   throw Error("cublas_data_type: dtype value " + std::to_string(static_cast<int>(dtype)) +
               " is not one of bf16, f16, f32");
+}
+
+CublasLtScratch::CublasLtScratch(int device, cudaStream_t stream, std::size_t bytes, void* caller,
+                                 int64_t caller_bytes)
+    : device_(device), stream_(stream) {
+  if (caller != nullptr) {
+    source_ = Source::caller;
+    data_ = caller;
+    bytes_ = static_cast<std::size_t>(caller_bytes);
+    return;
+  }
+  if (bytes > kMaxOwnScratchBytes) {
+    throw Error("gemmkit: internal: cuBLASLt scratch of " + std::to_string(bytes) +
+                " bytes asked for; the own buffer holds " + std::to_string(kMaxOwnScratchBytes));
+  }
+  bytes_ = bytes;
+  if (stream_is_capturing(stream)) {
+    source_ = Source::graph;
+    GEMMKIT_CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+    return;
+  }
+  source_ = Source::device;
+  OwnScratch& own = own_scratch(device);
+  lock_ = std::unique_lock<std::mutex>(own.mutex);
+  if (own.last_use == nullptr) {
+    GEMMKIT_CUDA_CHECK(cudaEventCreateWithFlags(&own.last_use, cudaEventDisableTiming));
+  }
+  if (own.data == nullptr) GEMMKIT_CUDA_CHECK(cudaMalloc(&own.data, kMaxOwnScratchBytes));
+  if (own.used) GEMMKIT_CUDA_CHECK(cudaStreamWaitEvent(stream, own.last_use, 0));
+  data_ = own.data;
+}
+
+CublasLtScratch::~CublasLtScratch() {
+  // Best effort: destructors must not throw. Also after a failed enqueue: whatever was enqueued
+  // must finish before the memory is reused.
+  if (source_ == Source::graph) {
+    cudaFreeAsync(data_, stream_);
+  } else if (source_ == Source::device) {
+    OwnScratch& own = own_scratch(device_);
+    if (cudaEventRecord(own.last_use, stream_) == cudaSuccess) own.used = true;
+  }
 }
 
 }  // namespace gemmkit::cuda

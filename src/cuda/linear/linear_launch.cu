@@ -203,18 +203,7 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 // heuristic choice), followed by room for a bias widened to f32 (m up to 4 Mi).
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kWidenedBiasBytes = std::size_t{16} << 20;
-
-// Per device: cuBLASLt's workspace (the handle comes from cuda/common/cublaslt.h).
-void* cublas_workspace(int device) {
-  static std::array<void*, kMaxDevices> workspaces{};
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  void*& slot = workspaces[static_cast<std::size_t>(device)];
-  if (slot == nullptr) {
-    GEMMKIT_CUDA_CHECK(cudaMalloc(&slot, kCublasWorkspaceBytes + kWidenedBiasBytes));
-  }
-  return slot;
-}
+static_assert(kCublasWorkspaceBytes + kWidenedBiasBytes <= CublasLtScratch::kMaxOwnScratchBytes);
 
 __global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, float* out,
                                   int64_t m) {
@@ -233,9 +222,28 @@ bool cublas_layout_ok(const detail::LinearProblem& p) {
 
 // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major D(m, n) = W^T(m, k) X(k, n), with w and
 // x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
-bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int device) {
+// The scratch comes from options.workspace when given (its tail holds the widened bias, the rest
+// is cuBLASLt's), else from CublasLtScratch's own sources.
+bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, cudaStream_t stream,
+                  int device) {
   const cublasLtHandle_t handle = cublaslt_handle(device);
-  void* const workspace = cublas_workspace(device);
+  const bool widen_bias = p.has_bias && p.out.dtype == DType::f32 && p.x.dtype != DType::f32;
+  const std::size_t bias_bytes =
+      widen_bias ? (static_cast<std::size_t>(p.m) * 4 + 255) / 256 * 256 : 0;
+  if (options.workspace == nullptr && bias_bytes > kWidenedBiasBytes) return false;
+  const CublasLtScratch scratch(device, stream, kCublasWorkspaceBytes + bias_bytes,
+                                options.workspace, options.workspace_bytes);
+  if (scratch.bytes() < bias_bytes) {
+    throw Error("gemmkit::linear: options.workspace_bytes " +
+                std::to_string(options.workspace_bytes) + ": must be at least " +
+                std::to_string(bias_bytes) +
+                " (the bias widened to f32, 4 * m bytes rounded up to " +
+                "256) when n takes the cuBLASLt path with a 16-bit bias and f32 out");
+  }
+  // cuBLASLt's part, 256-byte aligned, then the widened bias.
+  const std::size_t lt_bytes =
+      std::min(kCublasWorkspaceBytes, (scratch.bytes() - bias_bytes) / 256 * 256);
+  void* const workspace = scratch.data();
   const cudaDataType_t in_type = cublas_data_type(p.x.dtype);
   const cudaDataType_t out_type = cublas_data_type(p.out.dtype);
   cublasLtMatmulDesc_t op = nullptr;
@@ -264,9 +272,7 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
     bias = p.bias.data;
     if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
       // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
-      float* widened =
-          reinterpret_cast<float*>(static_cast<char*>(workspace) + kCublasWorkspaceBytes);
-      if (p.m * 4 > static_cast<int64_t>(kWidenedBiasBytes)) return false;
+      float* widened = reinterpret_cast<float*>(static_cast<char*>(workspace) + lt_bytes);
       widen_bias_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024)), 256,
                           0, stream>>>(static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened,
                                        p.m);
@@ -286,7 +292,7 @@ bool run_cublaslt(const detail::LinearProblem& p, cudaStream_t stream, int devic
   GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
                                                     static_cast<uint64_t>(p.n), p.out.strides[0]));
   GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const uint64_t workspace_bytes = kCublasWorkspaceBytes;
+  const uint64_t workspace_bytes = lt_bytes;
   GEMMKIT_CUBLASLT_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes, sizeof(workspace_bytes)));
@@ -331,6 +337,12 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
             CallInfo& info) {
   using namespace linear_family;
   const int device = p.x.device.index;
+  if (options.workspace_bytes < 0 ||
+      (options.workspace == nullptr) != (options.workspace_bytes == 0)) {
+    throw Error("gemmkit::linear: options.workspace_bytes " +
+                std::to_string(options.workspace_bytes) +
+                ": must be 0 with no options.workspace, and > 0 with one");
+  }
   const DeviceProperties& props = device_properties(device);  // a clear Error if it is absent
   DeviceGuard guard(device);
   LinearShape shape;
@@ -356,7 +368,7 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   CachedLinearConfig refused;  // the reference kernel, where cuBLASLt refuses this call's layout
   if (config->path == LinearPath::cublaslt) {
-    if (!cublas_layout_ok(p) || !run_cublaslt(p, s, device)) {
+    if (!cublas_layout_ok(p) || !run_cublaslt(p, options, s, device)) {
       if (props.sm_major != 9 || p.x.dtype == DType::f32) {
         throw Error("gemmkit::linear: cuBLASLt has no algorithm for this layout on cuda:" +
                     std::to_string(device) + " and the family is built for sm_90 only");
