@@ -5,7 +5,7 @@
 #
 # Usage: bash scripts/device.sh [--out DIR] [all|test|bench|STAGE...]
 #   all = build host gpu sanitize bench; test = build host gpu sanitize; bench = build bench;
-#   or name the stages (build, host, gpu, sanitize, bench). A stage is a function stage_NAME
+#   or name the stages (build, host, gpu, sanitize, python, bench). A stage is a function stage_NAME
 #   below: to add one, write the function and add its name to the lists of `all` (and `test`).
 # Needs (a machine without a package manager: scripts/prepare-device.sh fills .deps/ beforehand,
 # copy it along with the checkout):
@@ -26,8 +26,8 @@ take_out_option "$@"
 set -- "${rest[@]+"${rest[@]}"}"
 cd "$(dirname "$0")/.."
 case ${1:-all} in
-all) stages="build host gpu sanitize bench" ;;
-test) stages="build host gpu sanitize" ;;
+all) stages="build host gpu sanitize python bench" ;;
+test) stages="build host gpu sanitize python" ;;
 bench) stages="build bench" ;;
 *) stages="$*" ;;
 esac
@@ -52,7 +52,14 @@ stage_build() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/gpu.txt"
   git rev-parse HEAD 2>/dev/null | tee -a "$logs/gpu.txt"
   local start=$SECONDS
+  # The torch extension (python/) is built too where torch imports; C++ that is loaded beside torch
+  # is compiled by GEMMKIT_DEVICE_CXX (default /usr/bin/c++ where it exists), for every target.
+  local python_args=() cxx=${GEMMKIT_DEVICE_CXX:-}
+  [ -z "$cxx" ] && [ -x /usr/bin/c++ ] && cxx=/usr/bin/c++
+  python3 -c "import torch" 2>/dev/null &&
+    python_args=(-DGEMMKIT_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)")
   cmake -S . -B "$bin" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGEMMKIT_CUDA=ON \
+    ${cxx:+-DCMAKE_CXX_COMPILER=$cxx -DCMAKE_CUDA_HOST_COMPILER=$cxx} "${python_args[@]+"${python_args[@]}"}" \
     -DGEMMKIT_GTEST_SOURCE_DIR="$root/.deps/googletest" \
     -DGEMMKIT_DLPACK_INCLUDE_DIR="$root/.deps/include" \
     ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$logs/build.log" 2>&1 &&
@@ -106,6 +113,28 @@ stage_sanitize() {
   done
 }
 
+# The torch package's tests on CUDA tensors (and CPU ones) against the extension of the build, then
+# its host-cost benchmark and the examples (figures for docs/perf.md).
+stage_python() {
+  local library=$root/$bin/python/_gemmkit_ops.so start=$SECONDS
+  [ -f "$library" ] || { note "python: skipped (no torch extension in $bin: torch does not import)"; return; }
+  export GEMMKIT_TORCH_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+  timeout ${GEMMKIT_PYTHON_TIMEOUT:-300} python3 -m pytest -q -rs -p no:cacheprovider python/tests \
+    >"$logs/python-tests.log" 2>&1
+  note "python tests: status $? in $((SECONDS - start)) s: $(tail -1 "$logs/python-tests.log")"
+  grep -E "^(FAILED|ERROR)" "$logs/python-tests.log" | head -20 | tee -a "$summary"
+  [ "${GEMMKIT_PYTHON_BENCH:-1}" = 1 ] || return 0
+  {
+    timeout 120 python3 python/benchmarks/host_cost.py
+    timeout 120 "$bin/gemmkit" linear --n 8 --m 128 --k 2880 --bias --out-dtype f32 --device cuda:0 \
+      --host-cost 20000 --no-cold
+    timeout 120 python3 python/examples/router_logits.py
+    for size in 1024 2048; do timeout 180 python3 python/examples/flux2_vae_decoder.py --size $size --graph; done
+  } >"$logs/python-bench.txt" 2>&1
+  note "python benchmarks: status $? in $((SECONDS - start)) s"
+  cat "$logs/python-bench.txt"
+}
+
 # bench_suite NAME TAG [gemmkit bench arguments]: one suite into bench-TAG.{json,txt,err}.
 bench_suite() {
   local suite=$1 tag=$2 start=$SECONDS
@@ -138,7 +167,7 @@ stage_bench() {
 
 for stage in $stages; do
   if ! declare -F "stage_$stage" >/dev/null; then
-    note "unknown stage '$stage' (stages: build host gpu sanitize bench)"
+    note "unknown stage '$stage' (stages: build host gpu sanitize python bench)"
     exit 2
   fi
   "stage_$stage"
