@@ -284,15 +284,14 @@ ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
       overflows = __builtin_add_overflow(lo, out_pad[d], &hi);
     }
     if (overflows || lo > kMaxPadding || hi > kMaxPadding) {
-      detail::fail(op, "kernel_size" + dim,
-                   std::to_string(k) + ": with dilation " + std::to_string(dil[d]) +
-                       ", padding " + std::to_string(pad[d]) + " and output_padding " +
-                       std::to_string(out_pad[d]) +
-                       ", padding_lo = dilation * (kernel - 1) - padding" +
-                       (overflows ? " (or padding_hi) overflows int64"
-                                  : " = " + std::to_string(lo) + " and padding_hi = " +
-                                        std::to_string(hi)) +
-                       "; conv takes paddings in [-2^40, 2^40]");
+      detail::fail(
+          op, "kernel_size" + dim,
+          std::to_string(k) + ": with dilation " + std::to_string(dil[d]) + ", padding " +
+              std::to_string(pad[d]) + " and output_padding " + std::to_string(out_pad[d]) +
+              ", padding_lo = dilation * (kernel - 1) - padding" +
+              (overflows ? " (or padding_hi) overflows int64"
+                         : " = " + std::to_string(lo) + " and padding_hi = " + std::to_string(hi)) +
+              "; conv takes paddings in [-2^40, 2^40]");
     }
     params.padding_lo.push_back(lo);
     params.padding_hi.push_back(hi);

@@ -71,10 +71,12 @@ void check_exportable(const char* op, const Tensor& t) {
 Tensor from_dlpack(const DLTensor& t) {
   using detail::fail;
   if (t.ndim < 0 || t.ndim > kMaxRank) {
-    fail(kFrom, "ndim", std::to_string(t.ndim) + ": must be in [0, " + std::to_string(kMaxRank) + "]");
+    fail(kFrom, "ndim",
+         std::to_string(t.ndim) + ": must be in [0, " + std::to_string(kMaxRank) + "]");
   }
   if (t.ndim > 0 && t.shape == nullptr) {
-    fail(kFrom, "shape", "is null with ndim " + std::to_string(t.ndim) + ": must point to ndim sizes");
+    fail(kFrom, "shape",
+         "is null with ndim " + std::to_string(t.ndim) + ": must point to ndim sizes");
   }
   Device device;
   const int32_t code = device_code(t.device);
@@ -82,7 +84,8 @@ Tensor from_dlpack(const DLTensor& t) {
     device = Device::cpu();
   } else if (code == static_cast<int32_t>(kDLCUDA)) {
     if (t.device.device_id < 0) {
-      fail(kFrom, "device_id", std::to_string(t.device.device_id) + ": a CUDA ordinal must be >= 0");
+      fail(kFrom, "device_id",
+           std::to_string(t.device.device_id) + ": a CUDA ordinal must be >= 0");
     }
     device = Device::cuda(t.device.device_id);
   } else {
@@ -130,9 +133,9 @@ Tensor from_dlpack(const DLTensor& t) {
     }
     if ((address + t.byte_offset) % element_bytes != 0) {
       fail(kFrom, "byte_offset",
-           std::to_string(t.byte_offset) + ": data + byte_offset is not aligned to the element "
-               "size of " + dtype_name(out.dtype) + " (" + std::to_string(element_bytes) +
-               " bytes)");
+           std::to_string(t.byte_offset) +
+               ": data + byte_offset is not aligned to the element size of " +
+               dtype_name(out.dtype) + " (" + std::to_string(element_bytes) + " bytes)");
     }
     out.data = static_cast<char*>(t.data) + t.byte_offset;
   }

@@ -130,7 +130,7 @@ int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int i = 0; i < rank; ++i) {
     n = detail::checked_mul(n, shape[i],
-                           [&] { return "gemmkit::Tensor::numel: " + str() + ": element count"; });
+                            [&] { return "gemmkit::Tensor::numel: " + str() + ": element count"; });
   }
   return n;
 }

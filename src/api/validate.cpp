@@ -212,8 +212,10 @@ void check_disjoint(const char* op, const char* out_name, const Tensor& out, con
   const auto out_begin = reinterpret_cast<uintptr_t>(out.data);
   const auto in_begin = reinterpret_cast<uintptr_t>(input.data);
   // Compared as addresses, without forming pointers past either allocation.
-  const bool out_before_in = out_begin < in_begin && in_begin - out_begin >= static_cast<uintptr_t>(out_bytes);
-  const bool in_before_out = in_begin < out_begin && out_begin - in_begin >= static_cast<uintptr_t>(in_bytes);
+  const bool out_before_in =
+      out_begin < in_begin && in_begin - out_begin >= static_cast<uintptr_t>(out_bytes);
+  const bool in_before_out =
+      in_begin < out_begin && out_begin - in_begin >= static_cast<uintptr_t>(in_bytes);
   if (!out_before_in && !in_before_out) {
     fail(op, out_name,
          out.str() + ": its memory overlaps " + input_name + " " + input.str() +

@@ -109,7 +109,8 @@ TEST(ApiBoundary, DescribingAnIllFormedTensorReadsOnlyItsFields) {
   expect_error([&] { (void)t.numel(); }, {"rank -3"});
 }
 
-// ---- 2, 3, 7. from_dlpack -------------------------------------------------------------------------
+// ---- 2, 3, 7. from_dlpack
+// -------------------------------------------------------------------------
 
 DLTensor cpu_dl(void* data, int32_t ndim, int64_t* shape, int64_t* strides = nullptr) {
   DLTensor t{};
@@ -180,7 +181,8 @@ TEST(ApiBoundary, FromDlpackMessagesNameTheFunction) {
                {"gemmkit::from_dlpack: shape"});
 }
 
-// ---- 4. to_dlpack ---------------------------------------------------------------------------------
+// ---- 4. to_dlpack
+// ---------------------------------------------------------------------------------
 
 TEST(ApiBoundary, ToDlpackValidatesTheDescriptor) {
   std::vector<float> data(8);
@@ -190,8 +192,7 @@ TEST(ApiBoundary, ToDlpackValidatesTheDescriptor) {
     t.rank = rank;
     const std::string value = "rank " + std::to_string(rank);
     expect_error([&] { to_dlpack(t); }, {"gemmkit::to_dlpack: t", value.c_str()});
-    expect_error([&] { to_dlpack_managed(t); },
-                 {"gemmkit::to_dlpack_managed: t", value.c_str()});
+    expect_error([&] { to_dlpack_managed(t); }, {"gemmkit::to_dlpack_managed: t", value.c_str()});
   }
   Tensor bad_dtype = good;
   const int dtype_value = 7;
@@ -224,13 +225,13 @@ TEST(ApiBoundary, ToDlpackValidatesTheDescriptor) {
   }
 }
 
-// ---- 5. conv_transpose_params ----------------------------------------------------------------------
+// ---- 5. conv_transpose_params
+// ----------------------------------------------------------------------
 
 TEST(ApiBoundary, ConvTransposeParamsRejectsOverflowingPadding) {
   expect_error([] { conv_transpose_params({int64_t{1} << 62}, {1}, {0}, {0}, {4}); },
                {"gemmkit::conv_transpose_params: kernel_size[0] 4611686018427387904"});
-  expect_error([] { conv_transpose_params({kInt64Max}, {1}, {0}, {0}, {1}); },
-               {"kernel_size[0]"});
+  expect_error([] { conv_transpose_params({kInt64Max}, {1}, {0}, {0}, {1}); }, {"kernel_size[0]"});
   // dilation * (kernel - 1) - padding beyond conv's padding bound.
   expect_error([] { conv_transpose_params({(int64_t{1} << 30) + 1}, {1}, {0}, {0}, {1 << 20}); },
                {"kernel_size[0]", "padding_lo", "2^40"});
@@ -239,7 +240,8 @@ TEST(ApiBoundary, ConvTransposeParamsRejectsOverflowingPadding) {
   EXPECT_EQ(ok.padding_hi, std::vector<int64_t>{2});
 }
 
-// ---- 6. alignment -----------------------------------------------------------------------------------
+// ---- 6. alignment
+// -----------------------------------------------------------------------------------
 
 TEST(ApiBoundary, MisalignedDataIsAnError) {
   alignas(16) unsigned char bytes[256] = {};
@@ -261,17 +263,18 @@ TEST(ApiBoundary, MisalignedDataIsAnError) {
   const Tensor co = Tensor::contiguous(bytes + 160, DType::f16, kCpu, {2, 3, 4});
   expect_error([&] { conv(cx, cw, std::nullopt, co, {}); }, {"gemmkit::conv: x", "not aligned"});
   // CUDA tensors follow the same rule; it is checked on the host before any device work.
-  const Tensor gx = Tensor::contiguous(reinterpret_cast<void*>(0x10001), DType::bf16,
-                                       Device::cuda(0), {2, 4});
-  const Tensor gw = Tensor::contiguous(reinterpret_cast<void*>(0x20000), DType::bf16,
-                                       Device::cuda(0), {3, 4});
-  const Tensor go = Tensor::contiguous(reinterpret_cast<void*>(0x30000), DType::f32,
-                                       Device::cuda(0), {2, 3});
+  const Tensor gx =
+      Tensor::contiguous(reinterpret_cast<void*>(0x10001), DType::bf16, Device::cuda(0), {2, 4});
+  const Tensor gw =
+      Tensor::contiguous(reinterpret_cast<void*>(0x20000), DType::bf16, Device::cuda(0), {3, 4});
+  const Tensor go =
+      Tensor::contiguous(reinterpret_cast<void*>(0x30000), DType::f32, Device::cuda(0), {2, 3});
   expect_error([&] { linear(gx, gw, std::nullopt, go); },
                {"gemmkit::linear: x", "not aligned", "2 bytes"});
 }
 
-// ---- 8. element span at the int64 limit ------------------------------------------------------------
+// ---- 8. element span at the int64 limit
+// ------------------------------------------------------------
 
 TEST(ApiBoundary, ElementSpanAtTheInt64LimitNamesNoNegativeSize) {
   LinearCase c;
@@ -284,7 +287,8 @@ TEST(ApiBoundary, ElementSpanAtTheInt64LimitNamesNoNegativeSize) {
                {"gemmkit::linear: x", "overflows int64"}, {"-"});
 }
 
-// ---- 9. staging of large views -----------------------------------------------------------------------
+// ---- 9. staging of large views
+// -----------------------------------------------------------------------
 
 TEST(ApiBoundary, ConvOfALargeViewOfSmallMemoryRuns) {
   // x is a (1, 2^20, 2^20, 1) f16 view of 2^21 elements whose rows overlap: its fp32 copy would
@@ -293,8 +297,8 @@ TEST(ApiBoundary, ConvOfALargeViewOfSmallMemoryRuns) {
   std::vector<uint16_t> xs(static_cast<std::size_t>(2 * big), float_to_f16(2.0f));
   std::vector<uint16_t> ws(1, float_to_f16(3.0f));
   std::vector<uint16_t> os(1, 0);
-  const Tensor x = Tensor::strided(xs.data(), DType::f16, kCpu, {1, big, big, 1},
-                                   {2 * big, 1, 1, 1});
+  const Tensor x =
+      Tensor::strided(xs.data(), DType::f16, kCpu, {1, big, big, 1}, {2 * big, 1, 1, 1});
   const Tensor w = Tensor::contiguous(ws.data(), DType::f16, kCpu, {1, 1, 1, 1});
   const Tensor out = Tensor::contiguous(os.data(), DType::f16, kCpu, {1, 1, 1, 1});
   ConvParams p;
@@ -310,7 +314,8 @@ TEST(ApiBoundary, StagingThatCannotBeAllocatedIsAnError) {
                {"gemmkit::linear", "x", "1099511627776 * 1073741824", "overflows"});
 }
 
-// ---- 10. outputs that do not overlap -----------------------------------------------------------------
+// ---- 10. outputs that do not overlap
+// -----------------------------------------------------------------
 
 TEST(ApiBoundary, InterleavedOutputsThatDoNotOverlapAreAccepted) {
   // Offsets 4i + 3j (i < 2, j < 5) are all distinct: 0 3 6 9 12 / 4 7 10 13 16.
@@ -338,7 +343,8 @@ TEST(ApiBoundary, InterleavedOutputsThatDoNotOverlapAreAccepted) {
   (void)w5;
 }
 
-// ---- smaller rules and message nits -------------------------------------------------------------------
+// ---- smaller rules and message nits
+// -------------------------------------------------------------------
 
 TEST(ApiBoundary, LinearPdlMustBeOneOfTheDocumentedValues) {
   LinearCase c;
@@ -360,9 +366,9 @@ TEST(ApiBoundary, MessagesHaveOneStyle) {
   ConvCase c;
   ConvParams p;
   p.stride = {0};
-  const std::string stride = expect_error(
-      [&] { conv(c.xt(), c.wt(), std::nullopt, c.outt(), p); },
-      {"gemmkit::conv: params.stride[0] 0: must be in [1, 2^20]"}, {"  "});
+  const std::string stride =
+      expect_error([&] { conv(c.xt(), c.wt(), std::nullopt, c.outt(), p); },
+                   {"gemmkit::conv: params.stride[0] 0: must be in [1, 2^20]"}, {"  "});
   // x is f32: "x's dtype f32 or f32" says one thing twice.
   LinearCase l;
   std::vector<uint16_t> o16(6);
@@ -384,7 +390,8 @@ TEST(ApiBoundary, MessagesHaveOneStyle) {
       {" : "});
 }
 
-// ---- empty batches -------------------------------------------------------------------------------------
+// ---- empty batches
+// -------------------------------------------------------------------------------------
 
 TEST(ApiBoundary, LinearOfAnEmptyBatchIsValidAndDoesNoWork) {
   std::vector<float> w(12, 0.5f);
@@ -410,11 +417,15 @@ TEST(ApiBoundary, LinearOfAnEmptyBatchIsValidAndDoesNoWork) {
       },
       {"gemmkit::linear: x", "dim 1 has size 0"});
   expect_error(
-      [&] { linear(x, Tensor::contiguous(w.data(), DType::f16, kCpu, {3, 4}), std::nullopt, out); },
+      [&] {
+        linear(x, Tensor::contiguous(w.data(), DType::f16, kCpu, {3, 4}), std::nullopt, out);
+      },
       {"gemmkit::linear: w", "dtype f16"});
-  expect_error([&] { linear(x, Tensor::contiguous(nullptr, DType::f32, kCpu, {3, 4}),
-                            std::nullopt, out); },
-               {"gemmkit::linear: w", "data is null"});
+  expect_error(
+      [&] {
+        linear(x, Tensor::contiguous(nullptr, DType::f32, kCpu, {3, 4}), std::nullopt, out);
+      },
+      {"gemmkit::linear: w", "data is null"});
   LinearOptions forced;
   forced.kernel = "ring8";
   expect_error([&] { linear(x, wt, std::nullopt, out, forced); }, {"options.kernel"});
@@ -440,7 +451,9 @@ TEST(ApiBoundary, ConvOfAnEmptyBatchIsValidAndDoesNoWork) {
   EXPECT_EQ(info.backend, "cpu");
   EXPECT_EQ(info.kernel, "none (empty batch)");
   expect_error(
-      [&] { conv(x, wt, std::nullopt, Tensor::contiguous(nullptr, DType::f32, kCpu, {0, 4, 4}), {}); },
+      [&] {
+        conv(x, wt, std::nullopt, Tensor::contiguous(nullptr, DType::f32, kCpu, {0, 4, 4}), {});
+      },
       {"gemmkit::conv: out", "must have shape [0, 3, 4]"});
   expect_error(
       [&] {
@@ -458,11 +471,16 @@ TEST(ApiBoundary, EmptyBatchOnCudaTensorsIsValidatedOnTheHost) {
   const Tensor x = Tensor::contiguous(nullptr, DType::bf16, gpu, {0, 4});
   const Tensor wt = Tensor::contiguous(reinterpret_cast<void*>(0x1000), DType::bf16, gpu, {3, 4});
   const Tensor out = Tensor::contiguous(nullptr, DType::f32, gpu, {0, 3});
-  expect_error([&] { linear(x, wt, std::nullopt, Tensor::contiguous(nullptr, DType::f16, gpu, {0, 3})); },
-               {"gemmkit::linear: out", "dtype f16"});
-  expect_error([&] { linear(x, Tensor::contiguous(w.data(), DType::bf16, kCpu, {3, 4}),
-                            std::nullopt, out); },
-               {"gemmkit::linear: w", "is on cpu"});
+  expect_error(
+      [&] {
+        linear(x, wt, std::nullopt, Tensor::contiguous(nullptr, DType::f16, gpu, {0, 3}));
+      },
+      {"gemmkit::linear: out", "dtype f16"});
+  expect_error(
+      [&] {
+        linear(x, Tensor::contiguous(w.data(), DType::bf16, kCpu, {3, 4}), std::nullopt, out);
+      },
+      {"gemmkit::linear: w", "is on cpu"});
   if (built_with_cuda()) {
     CallInfo info;
     LinearOptions options;

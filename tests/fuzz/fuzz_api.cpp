@@ -48,8 +48,7 @@ struct Counters {
   void print(const char* when) const {
     std::fprintf(stderr,
                  "gemmkit_fuzz_api %s: %" PRIu64 " cases, %" PRIu64 " valid (%" PRIu64
-                 " outputs checked), %" PRIu64 " invalid (gemmkit::Error), %" PRIu64
-                 " skipped\n",
+                 " outputs checked), %" PRIu64 " invalid (gemmkit::Error), %" PRIu64 " skipped\n",
                  when, cases, valid, checked_outputs, invalid, skipped);
   }
   ~Counters() { print("at exit"); }
@@ -141,7 +140,8 @@ void make_layout(FuzzedDataProvider& fdp, Tensor& t, bool is_output) {
   int order[gemmkit::kMaxRank];
   for (int i = 0; i < t.rank; ++i) order[i] = i;
   if (style >= 5) {
-    for (int i = t.rank - 1; i > 0; --i) std::swap(order[i], order[fdp.ConsumeIntegralInRange(0, i)]);
+    for (int i = t.rank - 1; i > 0; --i)
+      std::swap(order[i], order[fdp.ConsumeIntegralInRange(0, i)]);
   }
   int64_t stride = 1;
   for (int i = t.rank - 1; i >= 0; --i) {
@@ -213,7 +213,8 @@ void check_output(const Operand& out, const std::vector<double>& expected,
     for (;;) {
       int64_t offset = 0;
       for (int i = 0; i < t.rank; ++i) offset += index[i] * t.strides[i];
-      for (std::size_t b = 0; b < es; ++b) is_element[static_cast<std::size_t>(offset) * es + b] = 1;
+      for (std::size_t b = 0; b < es; ++b)
+        is_element[static_cast<std::size_t>(offset) * es + b] = 1;
       const double got = value_at(t, index);
       const double want = expected[n];
       const double tol = rel * std::fabs(want) + 0x1p-20 * (magnitude[n] + 1.0);
@@ -259,8 +260,8 @@ int64_t hostile_int64(FuzzedDataProvider& fdp) {
 }
 
 int hostile_int(FuzzedDataProvider& fdp) {
-  static const int kValues[] = {-1, 3, 9, 16, 17, 100, std::numeric_limits<int>::max(),
-                                std::numeric_limits<int>::min()};
+  static const int kValues[] = {
+      -1, 3, 9, 16, 17, 100, std::numeric_limits<int>::max(), std::numeric_limits<int>::min()};
   if (fdp.ConsumeBool()) return fdp.PickValueInArray(kValues);
   return fdp.ConsumeIntegral<int>();
 }
@@ -293,9 +294,8 @@ bool corrupt(FuzzedDataProvider& fdp, Operand& op) {
         t.strides[fdp.ConsumeIntegralInRange(0, t.rank - 1)] = hostile_int64(fdp);
       break;
     case 5:
-      t.data = fdp.ConsumeBool()
-                   ? nullptr
-                   : reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t.data) + 1);
+      t.data = fdp.ConsumeBool() ? nullptr
+                                 : reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t.data) + 1);
       break;
     case 6:
       t.device = Device::cuda(fdp.ConsumeBool() ? -1 : fdp.ConsumeIntegralInRange(0, 3));
@@ -336,8 +336,7 @@ bool returns(Call call, const char* op) {
     }
     return false;
   } catch (const std::exception& e) {
-    failure(std::string(op) + ": threw " + typeid(e).name() + " (not gemmkit::Error): " +
-            e.what());
+    failure(std::string(op) + ": threw " + typeid(e).name() + " (not gemmkit::Error): " + e.what());
   } catch (...) {
     failure(std::string(op) + ": threw something that is not a std::exception");
   }
@@ -387,8 +386,8 @@ void fuzz_linear(FuzzedDataProvider& fdp, bool hostile) {
   if (fdp.ConsumeIntegralInRange(0, 7) == 0) {
     static const char* kKernels[] = {"auto", "reference", "", "ring8", "cublaslt", "bogus"};
     options.kernel = fdp.PickValueInArray(kKernels);
-    valid = valid && (options.kernel.empty() || options.kernel == "auto" ||
-                      options.kernel == "reference");
+    valid = valid &&
+            (options.kernel.empty() || options.kernel == "auto" || options.kernel == "reference");
   }
   bool safe = true;
   if (hostile) {
@@ -420,8 +419,8 @@ void fuzz_linear(FuzzedDataProvider& fdp, bool hostile) {
       out.t.shape[0] != x.t.shape[0] || out.t.shape[1] != w.t.shape[0] ||
       (has_bias && (bias.t.rank != 1 || bias.t.shape[0] != w.t.shape[0])) ||
       self_overlapping(out.t)) {
-    failure("linear: an ill-formed call returned: x " + x.t.str() + ", w " + w.t.str() +
-            ", out " + out.t.str());
+    failure("linear: an ill-formed call returned: x " + x.t.str() + ", w " + w.t.str() + ", out " +
+            out.t.str());
   }
   ++g_counters.valid;
   if (!unchanged(x) || !unchanged(w) || (has_bias && !unchanged(bias))) {
@@ -519,8 +518,8 @@ void fuzz_conv(FuzzedDataProvider& fdp, bool hostile) {
   {
     const std::vector<int64_t> xs(x.t.shape, x.t.shape + rank), ws(w.t.shape, w.t.shape + rank);
     std::vector<int64_t> got;
-    const bool ok = returns([&] { got = gemmkit::conv_output_shape(xs, ws, p); },
-                            "conv_output_shape");
+    const bool ok =
+        returns([&] { got = gemmkit::conv_output_shape(xs, ws, p); }, "conv_output_shape");
     if (ok != geometry_ok) failure("conv_output_shape: accepted != the formula's verdict");
     if (ok && got != std::vector<int64_t>(out.t.shape, out.t.shape + rank)) {
       failure("conv_output_shape: a shape other than the formula's");
@@ -535,8 +534,8 @@ void fuzz_conv(FuzzedDataProvider& fdp, bool hostile) {
   if (fdp.ConsumeIntegralInRange(0, 7) == 0) {
     static const char* kAlgos[] = {"auto", "reference", "direct", "cudnn", ""};
     options.algo = fdp.PickValueInArray(kAlgos);
-    valid = valid && (options.algo.empty() || options.algo == "auto" ||
-                      options.algo == "reference");
+    valid =
+        valid && (options.algo.empty() || options.algo == "auto" || options.algo == "reference");
   }
   bool safe = true;
   if (hostile) {
@@ -663,8 +662,8 @@ void fuzz_conv_transpose_params(FuzzedDataProvider& fdp) {
   const int spatial = fdp.ConsumeIntegralInRange(0, 4);
   const auto values = [&](int64_t lo, int64_t hi) {
     std::vector<int64_t> v;
-    const int count = fdp.ConsumeIntegralInRange(0, 2) == 0 ? fdp.ConsumeIntegralInRange(0, 4)
-                                                             : spatial;
+    const int count =
+        fdp.ConsumeIntegralInRange(0, 2) == 0 ? fdp.ConsumeIntegralInRange(0, 4) : spatial;
     for (int i = 0; i < count; ++i) {
       v.push_back(fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(lo, hi)
                                     : hostile_int64(fdp));
@@ -679,9 +678,12 @@ void fuzz_conv_transpose_params(FuzzedDataProvider& fdp) {
   const int64_t groups = fdp.ConsumeBool() ? 1 : hostile_int64(fdp);
   ++g_counters.cases;
   ConvParams p;
-  if (!returns([&] { p = gemmkit::conv_transpose_params(kernel, stride, padding, output_padding,
-                                                        dilation, groups); },
-               "conv_transpose_params")) {
+  if (!returns(
+          [&] {
+            p = gemmkit::conv_transpose_params(kernel, stride, padding, output_padding, dilation,
+                                               groups);
+          },
+          "conv_transpose_params")) {
     ++g_counters.invalid;
     return;
   }
@@ -690,8 +692,9 @@ void fuzz_conv_transpose_params(FuzzedDataProvider& fdp) {
     return v.empty() ? fallback : v.size() == 1 ? v[0] : v[static_cast<std::size_t>(d)];
   };
   for (int d = 0; d < spatial; ++d) {
-    const i128 want_lo = static_cast<i128>(at(dilation, d, 1)) * (kernel[static_cast<std::size_t>(d)] - 1) -
-                         at(padding, d, 0);
+    const i128 want_lo =
+        static_cast<i128>(at(dilation, d, 1)) * (kernel[static_cast<std::size_t>(d)] - 1) -
+        at(padding, d, 0);
     const i128 want_hi = want_lo + at(output_padding, d, 0);
     if (p.padding_lo[static_cast<std::size_t>(d)] != want_lo ||
         p.padding_hi[static_cast<std::size_t>(d)] != want_hi) {
@@ -710,9 +713,10 @@ void fuzz_conv_transpose_params(FuzzedDataProvider& fdp) {
   if (returns([&] { got = gemmkit::conv_output_shape(xs, ws, p); }, "conv_output_shape")) {
     for (int d = 0; d < spatial; ++d) {
       if (got[static_cast<std::size_t>(1 + d)] !=
-          conv_out_size(xs[static_cast<std::size_t>(1 + d)], ws[static_cast<std::size_t>(1 + d)],
-                        1, p.padding_lo[static_cast<std::size_t>(d)],
-                        p.padding_hi[static_cast<std::size_t>(d)], p.kernel_dilation[static_cast<std::size_t>(d)],
+          conv_out_size(xs[static_cast<std::size_t>(1 + d)], ws[static_cast<std::size_t>(1 + d)], 1,
+                        p.padding_lo[static_cast<std::size_t>(d)],
+                        p.padding_hi[static_cast<std::size_t>(d)],
+                        p.kernel_dilation[static_cast<std::size_t>(d)],
                         p.input_dilation[static_cast<std::size_t>(d)])) {
         failure("conv_output_shape: a size other than the formula's for transposed parameters");
       }
@@ -731,16 +735,19 @@ void fuzz_dlpack(FuzzedDataProvider& fdp) {
     if (fdp.ConsumeIntegralInRange(0, 7) != 0 && entries > 0) {
       shape.reset(new int64_t[static_cast<std::size_t>(entries)]);
       for (int i = 0; i < entries; ++i)
-        shape[i] = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(0, 9) : hostile_int64(fdp);
+        shape[i] =
+            fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(0, 9) : hostile_int64(fdp);
     }
     if (fdp.ConsumeBool() && entries > 0) {
       strides.reset(new int64_t[static_cast<std::size_t>(entries)]);
       for (int i = 0; i < entries; ++i)
-        strides[i] = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(0, 9) : hostile_int64(fdp);
+        strides[i] =
+            fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(0, 9) : hostile_int64(fdp);
     }
     t.shape = shape.get();
     t.strides = strides.get();
-    const int32_t device_type = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange(1, 2) * 1 : fdp.ConsumeIntegral<int32_t>();
+    const int32_t device_type =
+        fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange(1, 2) * 1 : fdp.ConsumeIntegral<int32_t>();
     std::memcpy(&t.device.device_type, &device_type, sizeof device_type);
     t.device.device_id = fdp.ConsumeBool() ? 0 : fdp.ConsumeIntegral<int32_t>();
     t.dtype.code = fdp.ConsumeBool() ? static_cast<uint8_t>(fdp.ConsumeIntegralInRange(2, 4))
@@ -748,9 +755,9 @@ void fuzz_dlpack(FuzzedDataProvider& fdp) {
     t.dtype.bits = fdp.ConsumeBool() ? static_cast<uint8_t>(16 * fdp.ConsumeIntegralInRange(1, 2))
                                      : fdp.ConsumeIntegral<uint8_t>();
     t.dtype.lanes = fdp.ConsumeBool() ? 1 : fdp.ConsumeIntegral<uint16_t>();
-    t.data = fdp.ConsumeBool() ? nullptr
-                               : reinterpret_cast<void*>(fdp.ConsumeBool()
-                                                             ? uintptr_t{4096}
+    t.data = fdp.ConsumeBool()
+                 ? nullptr
+                 : reinterpret_cast<void*>(fdp.ConsumeBool() ? uintptr_t{4096}
                                                              : fdp.ConsumeIntegral<uintptr_t>());
     t.byte_offset = fdp.ConsumeBool() ? 4 * fdp.ConsumeIntegralInRange<uint64_t>(0, 4)
                                       : fdp.ConsumeIntegral<uint64_t>();
@@ -787,7 +794,8 @@ void fuzz_dlpack(FuzzedDataProvider& fdp) {
   t.rank = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange(0, 8) : hostile_int(fdp);
   for (int i = 0; i < gemmkit::kMaxRank; ++i) {
     t.shape[i] = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(0, 9) : hostile_int64(fdp);
-    t.strides[i] = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(1, 9) : hostile_int64(fdp);
+    t.strides[i] =
+        fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(1, 9) : hostile_int64(fdp);
   }
   const int dtype_value = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange(0, 2) : hostile_int(fdp);
   std::memcpy(&t.dtype, &dtype_value, sizeof dtype_value);
