@@ -307,6 +307,30 @@ TEST(ApiBoundary, ConvOfALargeViewOfSmallMemoryRuns) {
   EXPECT_EQ(f16_to_float(os[0]), 6.0f);
 }
 
+TEST(ApiBoundary, LinearOfAViewLargerThanTheStagingBoundRuns) {
+  // x[i, q] = xs[i + q]: 2^16 rows of k = 4100 overlapping in memory of n + k - 1 elements; its
+  // fp32 copy (n * round_up(k, 8) floats) exceeds the bound, so the rows are packed per task.
+  const int64_t n = int64_t{1} << 16, k = 4100;
+  ASSERT_GT(n * cpu::round_up8(k), cpu::kMaxStagedFloats);
+  std::vector<uint16_t> xs(static_cast<std::size_t>(n + k - 1)), ws(static_cast<std::size_t>(k));
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    xs[i] = float_to_bf16(static_cast<float>(static_cast<int>(i % 7) - 3) / 4.0f);
+  for (std::size_t q = 0; q < ws.size(); ++q)
+    ws[q] = float_to_bf16(static_cast<float>(static_cast<int>(q % 5) - 2) / 8.0f);
+  std::vector<float> out(static_cast<std::size_t>(n), -1.0f);
+  linear(Tensor::strided(xs.data(), DType::bf16, kCpu, {n, k}, {1, 1}),
+         Tensor::contiguous(ws.data(), DType::bf16, kCpu, {1, k}), std::nullopt,
+         Tensor::contiguous(out.data(), DType::f32, kCpu, {n, 1}));
+  for (const int64_t i : {int64_t{0}, int64_t{1}, int64_t{4097}, n / 2 + 3, n - 1}) {
+    double want = 0;  // exact: multiples of 1/32 summed in fp32 stay exact
+    for (int64_t q = 0; q < k; ++q) {
+      want += static_cast<double>(bf16_to_float(xs[static_cast<std::size_t>(i + q)])) *
+              static_cast<double>(bf16_to_float(ws[static_cast<std::size_t>(q)]));
+    }
+    EXPECT_EQ(static_cast<double>(out[static_cast<std::size_t>(i)]), want) << "row " << i;
+  }
+}
+
 TEST(ApiBoundary, StagingThatCannotBeAllocatedIsAnError) {
   expect_error([] { cpu::thread_scratch(3, int64_t{1} << 61); },
                {"gemmkit: the CPU backend", "9223372036854775808 bytes"});
