@@ -53,7 +53,10 @@ Device parse_device(const std::string& name);
 constexpr int kMaxRank = 8;
 
 // Non-owning view of a strided tensor. Shapes and strides are in elements. The constructors do
-// not validate; the operations do (so an ill-formed descriptor gets a precise error there).
+// not validate; the operations do (so an ill-formed descriptor gets a precise error there): a rank
+// in [0, kMaxRank], dtype and device kind values of their enums, sizes >= 1 (an operation's batch
+// dim may be 0: an empty batch), strides >= 1, an element span whose bytes fit int64, and, for a
+// tensor with elements, data non-null and aligned to the element size (2 or 4 bytes).
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::f32;
@@ -68,12 +71,15 @@ struct Tensor {
   static Tensor strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
                         const std::vector<int64_t>& strides);
 
+  // shape / strides [0, rank); empty when rank is outside [0, kMaxRank].
   std::vector<int64_t> sizes() const;
   std::vector<int64_t> stride_vector() const;
-  // Product of the shape; throws Error if it overflows int64.
+  // Product of the shape; throws Error if it overflows int64 or the rank is outside [0, kMaxRank].
   int64_t numel() const;
-  bool is_contiguous() const;
-  std::string str() const;  // "bf16[2, 3] strides [3, 1] on cuda:0"
+  bool is_contiguous() const;  // false for a rank outside [0, kMaxRank]
+  // "bf16[2, 3] strides [3, 1] on cuda:0"; for a rank outside [0, kMaxRank] only dtype, rank and
+  // device (shape and strides are not read past kMaxRank).
+  std::string str() const;
 };
 
 // Host conversions between float and the 16-bit formats, round to nearest even, NaN kept NaN.
@@ -98,8 +104,9 @@ struct LinearOptions {
   // backend's reference kernel. Variant names are listed by `gemmkit info`.
   std::string kernel;
   // Programmatic dependent launch for the CUDA kernels that support it: -1 = GEMMKIT_LINEAR_PDL
-  // (default on), 0 = off, 1 = on. With PDL on, a call may start streaming w before the
-  // preceding kernel in the stream has finished: w must not be written by that kernel.
+  // (default on), 0 = off, 1 = on; any other value is an error (on every device). With PDL on, a
+  // call may start streaming w before the preceding kernel in the stream has finished: w must
+  // not be written by that kernel.
   int pdl = -1;
   CallInfo* info = nullptr;
   // Device scratch of the cuBLASLt path (batches above the family's): none (nullptr, 0) = one
@@ -113,7 +120,15 @@ struct LinearOptions {
 
 // out[n, m] = x[n, k] . w[m, k]^T (+ bias[m]), fp32 accumulation.
 // x, w: bf16, f16 or f32, same dtype. bias: none, or [m] of x's dtype. out: [n, m] of x's dtype
-// or f32. All tensors on one device. Inputs may be strided; out must not overlap itself.
+// or f32. All tensors on one device. Inputs may be strided (their elements may alias); out must
+// not overlap itself (no two indices address one element: exact for outputs spanning up to 2^24
+// elements; a larger output must pass the sorted-stride rule — sorted by stride, each dim's
+// stride at least the extent of the dims of smaller stride, as every dense or padded layout does)
+// nor the inputs' memory.
+// Empty batch: n = 0 (x [0, k], out [0, m]; their data may be null) is a valid call. Every other
+// rule is checked (m, k >= 1, dtypes, devices, shapes, options), then it returns without work:
+// no kernel is launched and the device is not touched; CallInfo's kernel reads
+// "none (empty batch)".
 void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const Tensor& out,
             const LinearOptions& options = {}, Stream stream = nullptr);
 
@@ -130,7 +145,10 @@ void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
 // is a transposed convolution, see conv_transpose_params). Output channel oc belongs to group
 // oc / (o / groups) and reads input channels [g * c/groups, (g + 1) * c/groups).
 // Empty vectors take the defaults (stride 1, padding 0, dilations 1); a vector of one value
-// applies to every spatial dim.
+// applies to every spatial dim. out must not overlap itself nor the inputs (as for linear).
+// Empty batch: n = 0 in x and out is a valid call, validated in full (every other size >= 1),
+// that does no work and launches nothing (CallInfo kernel "none (empty batch)");
+// conv_output_shape gives n = 0 back.
 struct ConvParams {
   std::vector<int64_t> stride;
   std::vector<int64_t> padding_lo;
@@ -169,7 +187,9 @@ std::vector<int64_t> conv_output_shape(const std::vector<int64_t>& x_shape,
 // PyTorch's weight in channels-last memory, permuted without a copy — is what cuDNN's
 // backward-data reads, so the CUDA path uses it in place; any other layout is copied into that
 // one on every call (a few microseconds for a VAE-sized layer). output_padding must be < stride
-// or < dilation, as in PyTorch.
+// or < dilation, as in PyTorch; stride and dilation in [1, 2^20], padding in [0, 2^40], and the
+// resulting padding_lo / padding_hi must be paddings conv() takes (at most 2^40), which bounds
+// dilation * (kernel_size - 1).
 ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
                                  const std::vector<int64_t>& stride,
                                  const std::vector<int64_t>& padding,

@@ -64,14 +64,15 @@ detail::ConvProblem validate_conv(const Tensor& x, const Tensor& weight,
                                   const std::optional<Tensor>& bias, const Tensor& out,
                                   const ConvParams& params) {
   using detail::fail;
+  detail::check_rank_in_range(kOp, "x", x);
   if (x.rank < 3 || x.rank > 2 + detail::kMaxSpatial) {
     fail(kOp, "x",
          x.str() + ": has rank " + std::to_string(x.rank) +
              "; conv takes (n, spatial..., c) with 1, 2 or 3 spatial dims (rank 3-5)");
   }
-  detail::check_tensor(kOp, "x", x, x.rank);
+  detail::check_tensor(kOp, "x", x, x.rank, /*allow_empty_dim0=*/true);
   detail::check_tensor(kOp, "weight", weight, x.rank);
-  detail::check_tensor(kOp, "out", out, x.rank);
+  detail::check_tensor(kOp, "out", out, x.rank, /*allow_empty_dim0=*/true);
   if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
   detail::check_operand_devices_and_dtypes(kOp, x, "weight", weight, bias, out);
 
@@ -114,10 +115,12 @@ ConvProblem conv_geometry(const char* op, const std::vector<int64_t>& x_shape,
              "; must equal x's rank " + std::to_string(rank) + " ((o, kernel..., c / groups))");
   }
   for (int i = 0; i < rank; ++i) {
-    if (x_shape[static_cast<std::size_t>(i)] < 1) {
+    // n = 0 (an empty batch) is valid: every other size must be >= 1.
+    if (x_shape[static_cast<std::size_t>(i)] < (i == 0 ? 0 : 1)) {
       fail(op, "x",
            "shape " + format_dims(x_shape) + ": dim " + std::to_string(i) + " has size " +
-               std::to_string(x_shape[static_cast<std::size_t>(i)]) + "; every size must be >= 1");
+               std::to_string(x_shape[static_cast<std::size_t>(i)]) +
+               (i == 0 ? "; the batch must be >= 0" : "; every size but the batch must be >= 1"));
     }
     if (w_shape[static_cast<std::size_t>(i)] < 1) {
       fail(op, "weight",
@@ -160,7 +163,7 @@ ConvProblem conv_geometry(const char* op, const std::vector<int64_t>& x_shape,
              std::to_string(p.groups) + " = " + std::to_string(p.in_channels_per_group));
   }
   for (int d = 0; d < spatial; ++d) {
-    const std::string dim = "[" + std::to_string(d) + "] ";
+    const std::string dim = "[" + std::to_string(d) + "]";
     const auto check_range = [&](const char* name, int64_t value, int64_t lo, int64_t hi,
                                  const char* rule) {
       if (value < lo || value > hi) fail(op, std::string(name) + dim, std::to_string(value) + rule);
@@ -176,13 +179,32 @@ ConvProblem conv_geometry(const char* op, const std::vector<int64_t>& x_shape,
                 ": must be in [-2^40, 2^40]");
     p.in_size[d] = x_shape[static_cast<std::size_t>(d + 1)];
     p.kernel_size[d] = w_shape[static_cast<std::size_t>(d + 1)];
-    const auto what = [&] { return std::string("gemmkit::") + op + ": spatial dim " + dim; };
-    const int64_t dilated_in =
-        checked_add(checked_mul(p.in_size[d] - 1, p.input_dilation[d], what), 1, what);
-    const int64_t padded =
-        checked_add(checked_add(dilated_in, p.padding_lo[d], what), p.padding_hi[d], what);
-    const int64_t kernel_extent =
-        checked_add(checked_mul(p.kernel_size[d] - 1, p.kernel_dilation[d], what), 1, what);
+    // Each overflow names the tensor, the spatial dim and the expression that overflows.
+    const auto overflow = [&](const char* name, const std::vector<int64_t>& shape,
+                              const std::string& expression) {
+      fail(op, name,
+           "shape " + format_dims(shape) + ": spatial dim " + std::to_string(d) + ": " +
+               expression + " overflows int64");
+    };
+    int64_t dilated_in, padded, kernel_extent;
+    if (__builtin_mul_overflow(p.in_size[d] - 1, p.input_dilation[d], &dilated_in)) {
+      overflow("x", x_shape,
+               "(in - 1) * input_dilation = " + std::to_string(p.in_size[d] - 1) + " * " +
+                   std::to_string(p.input_dilation[d]));
+    }
+    if (__builtin_add_overflow(dilated_in, 1 + p.padding_lo[d], &padded) ||
+        __builtin_add_overflow(padded, p.padding_hi[d], &padded)) {
+      overflow("x", x_shape,
+               "(in - 1) * input_dilation + 1 + padding_lo + padding_hi = " +
+                   std::to_string(dilated_in) + " + 1 + " + std::to_string(p.padding_lo[d]) +
+                   " + " + std::to_string(p.padding_hi[d]));
+    }
+    if (__builtin_mul_overflow(p.kernel_size[d] - 1, p.kernel_dilation[d], &kernel_extent) ||
+        __builtin_add_overflow(kernel_extent, 1, &kernel_extent)) {
+      overflow("weight", w_shape,
+               "(kernel - 1) * kernel_dilation + 1 = " + std::to_string(p.kernel_size[d] - 1) +
+                   " * " + std::to_string(p.kernel_dilation[d]) + " + 1");
+    }
     if (padded < kernel_extent) {
       fail(op, "spatial dim " + dim,
            "has dilated, padded input size " + std::to_string(padded) +
@@ -236,7 +258,7 @@ ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
   params.flip = true;
   params.stride.assign(static_cast<std::size_t>(spatial), 1);
   for (int d = 0; d < spatial; ++d) {
-    const std::string dim = "[" + std::to_string(d) + "] ";
+    const std::string dim = "[" + std::to_string(d) + "]";
     const int64_t k = kernel_size[static_cast<std::size_t>(d)];
     if (k < 1) detail::fail(op, "kernel_size" + dim, std::to_string(k) + ": must be >= 1");
     if (s[d] < 1 || s[d] > kMaxDilation) {
@@ -253,9 +275,26 @@ ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
                    std::to_string(out_pad[d]) + ": must be >= 0 and smaller than stride (" +
                        std::to_string(s[d]) + ") or dilation (" + std::to_string(dil[d]) + ")");
     }
-    const int64_t lo = dil[d] * (k - 1) - pad[d];
+    // padding_lo = dilation * (kernel - 1) - padding and padding_hi = padding_lo +
+    // output_padding must be paddings conv() takes: within [-2^40, 2^40].
+    int64_t lo = 0, hi = 0;
+    bool overflows = __builtin_mul_overflow(dil[d], k - 1, &lo);
+    if (!overflows) {
+      lo -= pad[d];  // dilation * (kernel - 1) >= 0 and padding in [0, 2^40]: no overflow
+      overflows = __builtin_add_overflow(lo, out_pad[d], &hi);
+    }
+    if (overflows || lo > kMaxPadding || hi > kMaxPadding) {
+      detail::fail(
+          op, "kernel_size" + dim,
+          std::to_string(k) + ": with dilation " + std::to_string(dil[d]) + ", padding " +
+              std::to_string(pad[d]) + " and output_padding " + std::to_string(out_pad[d]) +
+              ", padding_lo = dilation * (kernel - 1) - padding" +
+              (overflows ? " (or padding_hi) overflows int64"
+                         : " = " + std::to_string(lo) + " and padding_hi = " + std::to_string(hi)) +
+              "; conv takes paddings in [-2^40, 2^40]");
+    }
     params.padding_lo.push_back(lo);
-    params.padding_hi.push_back(lo + out_pad[d]);
+    params.padding_hi.push_back(hi);
     params.input_dilation.push_back(s[d]);
     params.kernel_dilation.push_back(dil[d]);
   }
@@ -267,6 +306,11 @@ void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bi
   const detail::ConvProblem problem = validate_conv(x, weight, bias, out, params);
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;
+  if (problem.batch == 0) {
+    detail::finish_empty_call(kOp, x.device, "options.algo", options.algo, info,
+                              [&] { return describe(problem); });
+    return;
+  }
   detail::run_on_backend(
       kOp, x.device, "options.algo", options.algo, info, [&] { cpu::conv(problem, info); },
       [&] {

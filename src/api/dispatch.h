@@ -31,4 +31,25 @@ void run_on_backend(const char* op, const Device& device, const char* option_nam
   if (log_enabled()) log_call(op, describe(), info);
 }
 
+// A validated call with an empty batch (n = 0): nothing to compute, so no backend runs and no
+// kernel is launched. The CPU's forced-kernel rule and the build's backends are checked as for
+// any call; the CUDA backend's kernel names and the device itself are not consulted.
+template <typename Describe>
+void finish_empty_call(const char* op, const Device& device, const char* option_name,
+                       const std::string& forced, CallInfo& info, Describe describe) {
+  if (device.is_cpu()) {
+    if (!forced.empty() && forced != "auto" && forced != "reference") {
+      fail(op, option_name, "'" + forced + "': the CPU backend has only 'auto' and 'reference'");
+    }
+  } else {
+#ifndef GEMMKIT_WITH_CUDA
+    fail(op, "x", "is on " + device.str() + " but this build of gemmkit has no CUDA backend");
+#endif
+  }
+  info.backend = device.is_cpu() ? "cpu" : "cuda";
+  info.kernel = "none (empty batch)";
+  info.reason = "n = 0: no output element to compute; nothing was launched";
+  if (log_enabled()) log_call(op, describe(), info);
+}
+
 }  // namespace gemmkit::detail

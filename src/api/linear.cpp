@@ -18,9 +18,9 @@ constexpr const char* kOp = "linear";
 detail::LinearProblem validate_linear(const Tensor& x, const Tensor& w,
                                       const std::optional<Tensor>& bias, const Tensor& out) {
   using detail::fail;
-  detail::check_tensor(kOp, "x", x, 2);
+  detail::check_tensor(kOp, "x", x, 2, /*allow_empty_dim0=*/true);
   detail::check_tensor(kOp, "w", w, 2);
-  detail::check_tensor(kOp, "out", out, 2);
+  detail::check_tensor(kOp, "out", out, 2, /*allow_empty_dim0=*/true);
   if (bias) detail::check_tensor(kOp, "bias", *bias, 1);
 
   detail::check_operand_devices_and_dtypes(kOp, x, "w", w, bias, out);
@@ -66,8 +66,18 @@ std::string describe(const detail::LinearProblem& p) {
 void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const Tensor& out,
             const LinearOptions& options, Stream stream) {
   const detail::LinearProblem problem = validate_linear(x, w, bias, out);
+  if (options.pdl < -1 || options.pdl > 1) {
+    detail::fail(kOp, "options.pdl",
+                 std::to_string(options.pdl) +
+                     ": must be -1, 0 or 1 (-1: GEMMKIT_LINEAR_PDL, 0: off, 1: on)");
+  }
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;
+  if (problem.n == 0) {
+    detail::finish_empty_call(kOp, x.device, "options.kernel", options.kernel, info,
+                              [&] { return describe(problem); });
+    return;
+  }
   detail::run_on_backend(
       kOp, x.device, "options.kernel", options.kernel, info, [&] { cpu::linear(problem, info); },
       [&] {

@@ -27,7 +27,7 @@ std::size_t dtype_size(DType dtype) {
     case DType::f32:
       return 4;
   }
-  throw Error("dtype_size: dtype value " + std::to_string(static_cast<int>(dtype)) +
+  throw Error("gemmkit::dtype_size: dtype value " + std::to_string(static_cast<int>(dtype)) +
               " is not one of bf16, f16, f32");
 }
 
@@ -40,7 +40,8 @@ DType parse_dtype(const std::string& name) {
 
 std::string Device::str() const {
   if (kind == DeviceKind::cpu) return "cpu";
-  return "cuda:" + std::to_string(index);
+  if (kind == DeviceKind::cuda) return "cuda:" + std::to_string(index);
+  return "device-kind-" + std::to_string(static_cast<int>(kind));
 }
 
 bool operator==(const Device& a, const Device& b) {
@@ -68,7 +69,7 @@ Device parse_device(const std::string& name) {
 Tensor Tensor::contiguous(void* data, DType dtype, Device device,
                           const std::vector<int64_t>& shape) {
   if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    throw Error("Tensor::contiguous: shape has rank " + std::to_string(shape.size()) +
+    throw Error("gemmkit::Tensor::contiguous: shape has rank " + std::to_string(shape.size()) +
                 "; the rank must be at most " + std::to_string(kMaxRank));
   }
   std::vector<int64_t> strides(shape.size(), 1);
@@ -84,11 +85,11 @@ Tensor Tensor::contiguous(void* data, DType dtype, Device device,
 Tensor Tensor::strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
                        const std::vector<int64_t>& strides) {
   if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    throw Error("Tensor::strided: shape has rank " + std::to_string(shape.size()) +
+    throw Error("gemmkit::Tensor::strided: shape has rank " + std::to_string(shape.size()) +
                 "; the rank must be at most " + std::to_string(kMaxRank));
   }
   if (strides.size() != shape.size()) {
-    throw Error("Tensor::strided: strides has " + std::to_string(strides.size()) +
+    throw Error("gemmkit::Tensor::strided: strides has " + std::to_string(strides.size()) +
                 " entries but shape has " + std::to_string(shape.size()) +
                 "; they must have the same length");
   }
@@ -104,22 +105,38 @@ Tensor Tensor::strided(void* data, DType dtype, Device device, const std::vector
   return t;
 }
 
+namespace {
+
+bool rank_in_range(int rank) {
+  return rank >= 0 && rank <= kMaxRank;
+}
+
+}  // namespace
+
 std::vector<int64_t> Tensor::sizes() const {
+  if (!rank_in_range(rank)) return {};
   return std::vector<int64_t>(shape, shape + rank);
 }
 std::vector<int64_t> Tensor::stride_vector() const {
+  if (!rank_in_range(rank)) return {};
   return std::vector<int64_t>(strides, strides + rank);
 }
 
 int64_t Tensor::numel() const {
+  if (!rank_in_range(rank)) {
+    throw Error("gemmkit::Tensor::numel: rank " + std::to_string(rank) + ": must be in [0, " +
+                std::to_string(kMaxRank) + "]");
+  }
   int64_t n = 1;
   for (int i = 0; i < rank; ++i) {
-    n = detail::checked_mul(n, shape[i], [&] { return "tensor " + str() + ": element count"; });
+    n = detail::checked_mul(n, shape[i],
+                            [&] { return "gemmkit::Tensor::numel: " + str() + ": element count"; });
   }
   return n;
 }
 
 bool Tensor::is_contiguous() const {
+  if (!rank_in_range(rank)) return false;
   int64_t expected = 1;
   for (int i = rank; i-- > 0;) {
     if (shape[i] != 1 && strides[i] != expected) return false;
@@ -130,6 +147,12 @@ bool Tensor::is_contiguous() const {
 
 std::string Tensor::str() const {
   std::ostringstream s;
+  if (!rank_in_range(rank)) {
+    // shape and strides hold kMaxRank entries: with this rank none of them is meaningful.
+    s << dtype_name(dtype) << " of rank " << rank << " (outside [0, " << kMaxRank << "]) on "
+      << device.str();
+    return s.str();
+  }
   s << dtype_name(dtype) << detail::format_dims(sizes()) << " strides "
     << detail::format_dims(stride_vector()) << " on " << device.str();
   return s.str();
@@ -203,30 +226,36 @@ float f16_to_float(uint16_t bits) {
   return value;
 }
 
+// Through memcpy: a caller's buffer need not be aligned to the element size.
 float load_as_float(const void* data, DType dtype, int64_t index) {
-  switch (dtype) {
-    case DType::bf16:
-      return bf16_to_float(static_cast<const uint16_t*>(data)[index]);
-    case DType::f16:
-      return f16_to_float(static_cast<const uint16_t*>(data)[index]);
-    case DType::f32:
-      return static_cast<const float*>(data)[index];
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  if (dtype == DType::f32) {
+    float value;
+    std::memcpy(&value, bytes + index * 4, 4);
+    return value;
   }
+  uint16_t bits;
+  std::memcpy(&bits, bytes + index * 2, 2);
+  if (dtype == DType::bf16) return bf16_to_float(bits);
+  if (dtype == DType::f16) return f16_to_float(bits);
   return 0.0f;
 }
 
 void store_from_float(void* data, DType dtype, int64_t index, float value) {
-  switch (dtype) {
-    case DType::bf16:
-      static_cast<uint16_t*>(data)[index] = float_to_bf16(value);
-      return;
-    case DType::f16:
-      static_cast<uint16_t*>(data)[index] = float_to_f16(value);
-      return;
-    case DType::f32:
-      static_cast<float*>(data)[index] = value;
-      return;
+  auto* bytes = static_cast<unsigned char*>(data);
+  if (dtype == DType::f32) {
+    std::memcpy(bytes + index * 4, &value, 4);
+    return;
   }
+  uint16_t bits;
+  if (dtype == DType::bf16) {
+    bits = float_to_bf16(value);
+  } else if (dtype == DType::f16) {
+    bits = float_to_f16(value);
+  } else {
+    return;
+  }
+  std::memcpy(bytes + index * 2, &bits, 2);
 }
 
 }  // namespace gemmkit

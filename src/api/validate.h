@@ -13,10 +13,19 @@ namespace gemmkit::detail {
 
 [[noreturn]] void fail(const char* op, const std::string& argument, const std::string& message);
 
-// Rank, dtype value, sizes >= 1, strides >= 1, element count and byte span within int64,
-// data non-null.
-void check_tensor(const char* op, const char* name, const Tensor& t, int rank);
-// No two index tuples of `t` address the same element (required of outputs).
+// The rank lies in [0, kMaxRank] (so that shape and strides may be read).
+void check_rank_in_range(const char* op, const char* name, const Tensor& t);
+// The fields every use of a descriptor relies on: rank in range, dtype and device kind values
+// of their enums, CUDA ordinal >= 0.
+void check_descriptor(const char* op, const char* name, const Tensor& t);
+// check_descriptor, then: rank `rank`, sizes >= 1 (dim 0 >= 0 when `allow_empty_dim0`: an empty
+// batch), strides >= 1, element count and byte span within int64; when it has elements, data
+// non-null and aligned to the element size.
+void check_tensor(const char* op, const char* name, const Tensor& t, int rank,
+                  bool allow_empty_dim0 = false);
+// No two index tuples of `t` address the same element (required of outputs). Exact for spans up
+// to 2^24 elements; above, the layout must pass the sorted-stride rule (sorted by stride, each
+// dim's stride at least the extent of the dims of smaller stride).
 void check_non_overlapping(const char* op, const char* name, const Tensor& t);
 // The memory spans of `out` and `input` do not intersect (outputs never alias inputs).
 void check_disjoint(const char* op, const char* out_name, const Tensor& out, const char* input_name,

@@ -4,7 +4,9 @@
 //     holding the weight element the tap multiplies: index K-1-t when flipped), each row padded
 //     with zeros to kpad = round_up(taps * c/groups, 8);
 //   - x is converted once to contiguous fp32 (n, in..., c) unless it is already f32 with unit
-//     channel stride, in which case it is read in place through its strides;
+//     channel stride, in which case it is read in place through its strides (and unless the copy
+//     would exceed kMaxStagedFloats, a view of overlapping rows: then the gather converts each
+//     tap's channels from x);
 //   - a task takes a block of consecutive output positions, one group and a chunk of that group's
 //     output channels: it gathers the block's patches row by row into fp32 scratch (zeros for
 //     taps in padding or between dilated input elements), then dots every patch with every
@@ -81,7 +83,7 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
   const Tensor& out = problem.out;
 
   // ---- Weight: [o][tap][cpg] fp32, tap row-major, flip applied, rows padded to kpad.
-  std::vector<float> wp(static_cast<std::size_t>(o * kpad));
+  std::vector<float> wp = staging_buffer("conv", "weight", o, kpad);
   {
     const ElementReader read_w(wt.data, wt.dtype);
     int64_t ws[kDims] = {0, 0, 0};
@@ -111,22 +113,29 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
     ElementReader(problem.bias.data, problem.bias.dtype)
         .row(0, problem.bias.strides[0], o, bias.data());
 
-  // ---- Input: fp32 with unit channel stride (in place when possible).
+  // ---- Input: fp32 with unit channel stride, read in place when it is already, else converted
+  // once into a contiguous copy — unless that copy would exceed kMaxStagedFloats (x is a view
+  // whose rows overlap: its logical size is not bounded by its memory); then the gather converts
+  // each tap's channels from x itself (same values, so the same bits).
   const float* xf = nullptr;
-  int64_t xs_b = 0, xs[kDims] = {0, 0, 0};
+  int64_t xs_b = 0, xs[kDims] = {0, 0, 0}, xs_c = 1;
   std::vector<float> xbuf;
-  if (x.dtype == DType::f32 && x.strides[S + 1] == 1) {
-    xf = static_cast<const float*>(x.data);
+  const ElementReader read_x(x.data, x.dtype);
+  const int64_t rows = batch * geo.in[0] * geo.in[1] * geo.in[2];  // <= x's element count
+  const int64_t x_floats = staging_count(rows, c);
+  const bool in_place = x.dtype == DType::f32 && x.strides[S + 1] == 1;
+  const bool gather_from_x = !in_place && (x_floats < 0 || x_floats > kMaxStagedFloats);
+  if (in_place || gather_from_x) {
+    xf = in_place ? static_cast<const float*>(x.data) : nullptr;
     xs_b = x.strides[0];
     for (int d = 0; d < S; ++d) xs[d] = x.strides[1 + d];
+    xs_c = x.strides[S + 1];
   } else {
-    const int64_t rows = batch * geo.in[0] * geo.in[1] * geo.in[2];
-    xbuf.resize(static_cast<std::size_t>(rows * c));
+    xbuf = staging_buffer("conv", "x", rows, c);
     xs[2] = c;
     xs[1] = xs[2] * geo.in[2];
     xs[0] = xs[1] * geo.in[1];
     xs_b = xs[0] * geo.in[0];
-    const ElementReader read_x(x.data, x.dtype);
     int64_t src_s[kDims] = {0, 0, 0};
     for (int d = 0; d < S; ++d) src_s[d] = x.strides[1 + d];
     const int64_t src_b = x.strides[0], src_c = x.strides[S + 1];
@@ -208,7 +217,7 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
           coord[0] = rem % geo.out[0];
           b = rem / geo.out[0];
         }
-        const float* xg = xf + g0 * cpg;
+        const int64_t xg = g0 * cpg * xs_c;  // element offset of the chunk's first channel
         const std::size_t cpg_bytes = static_cast<std::size_t>(cpg) * sizeof(float);
         for (int64_t r = 0; r < np; ++r) {
           out_off[r] = b * os_b + coord[0] * os[0] + coord[1] * os[1] + coord[2] * os[2];
@@ -218,8 +227,15 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
             for (int64_t gi = 0; gi < ng; ++gi)
               zero_floats(row + gi * kpad + tap * cpg, count * cpg);
           };
-          // Tap `tap` of every group reads the ng * cpg adjacent channels at src.
-          const auto copy_tap = [&](int64_t tap, const float* src) {
+          // Tap `tap` of every group reads the ng * cpg channels at element offset `at` (from
+          // xf, adjacent; or from x at its channel stride).
+          const auto copy_tap = [&](int64_t tap, int64_t at) {
+            if (gather_from_x) {
+              for (int64_t gi = 0; gi < ng; ++gi)
+                read_x.row(at + gi * cpg * xs_c, xs_c, cpg, row + gi * kpad + tap * cpg);
+              return;
+            }
+            const float* src = xf + at;
             if (ng == 1) {
               std::memcpy(row + tap * cpg, src, cpg_bytes);
             } else if (cpg == 1) {
@@ -229,7 +245,7 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
                 std::memcpy(row + gi * kpad + tap * cpg, src + gi * cpg, cpg_bytes);
             }
           };
-          const float* xb = xg + b * xs_b;
+          const int64_t xb = xg + b * xs_b;
           int64_t tap = 0;
           for (int64_t t0 = 0; t0 < geo.k[0]; ++t0) {
             const int64_t q0 = coord[0] * geo.stride[0] + t0 * geo.kdil[0] - geo.pad_lo[0];
@@ -238,7 +254,7 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
               tap += geo.k[1] * geo.k[2];
               continue;
             }
-            const float* x0 = xb + (q0 / geo.idil[0]) * xs[0];
+            const int64_t x0 = xb + (q0 / geo.idil[0]) * xs[0];
             for (int64_t t1 = 0; t1 < geo.k[1]; ++t1) {
               const int64_t q1 = coord[1] * geo.stride[1] + t1 * geo.kdil[1] - geo.pad_lo[1];
               if (q1 < 0 || q1 > qmax[1] || q1 % geo.idil[1] != 0) {
@@ -246,7 +262,7 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
                 tap += geo.k[2];
                 continue;
               }
-              const float* x1 = x0 + (q1 / geo.idil[1]) * xs[1];
+              const int64_t x1 = x0 + (q1 / geo.idil[1]) * xs[1];
               for (int64_t t2 = 0; t2 < geo.k[2]; ++t2, ++tap) {
                 const int64_t q2 = coord[2] * geo.stride[2] + t2 * geo.kdil[2] - geo.pad_lo[2];
                 if (q2 < 0 || q2 > qmax[2] || q2 % geo.idil[2] != 0)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace gemmkit::cpu {
 
@@ -25,8 +26,24 @@ void set_num_threads(int threads);
 void parallel_for(int64_t tasks, const std::function<void(int64_t)>& body, bool parallel = true);
 
 // Per-thread scratch buffer number `slot` (0..3) of at least `count` floats; reused across calls
-// (grown, never shrunk). Valid until the next call with the same slot on the same thread.
+// (grown, never shrunk). Valid until the next call with the same slot on the same thread. An
+// allocation that fails is a gemmkit::Error saying how many bytes were asked for.
 float* thread_scratch(int slot, int64_t count);
+
+// ---- Staging ---------------------------------------------------------------------------------
+// The largest fp32 copy of a whole operand the backend makes (1 GiB). An operand is a view: its
+// logical size may far exceed its memory (rows that overlap, as in a broadcast), so above this
+// the backend converts per task instead of copying the operand once.
+constexpr int64_t kMaxStagedFloats = int64_t{1} << 28;
+
+// rows * cols, or -1 when the product overflows int64.
+inline int64_t staging_count(int64_t rows, int64_t cols) {
+  int64_t count;
+  return __builtin_mul_overflow(rows, cols, &count) ? -1 : count;
+}
+// A zeroed buffer of rows * cols floats for `operand` of `op`; a gemmkit::Error naming both, the
+// product and the bytes when the product overflows or the allocation fails.
+std::vector<float> staging_buffer(const char* op, const char* operand, int64_t rows, int64_t cols);
 
 // ---- Dot-product kernels -------------------------------------------------------------------
 // out[r * ldo + c] = S(a + r * lda, b + c * ldb) for r < rows, c < cols, where S sums the

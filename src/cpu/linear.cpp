@@ -1,7 +1,8 @@
 // CPU linear: out[n, m] = x[n, k] . w[m, k]^T (+ bias[m]).
 //
 // x and w are converted once to contiguous fp32 rows zero-padded to kpad = round_up(k, 8) (for a
-// single block of x rows, each task packs just the w rows it uses instead of all of w), then
+// single block of x rows, each task packs just the w rows it uses instead of all of w; an operand
+// whose copy would exceed kMaxStagedFloats, a view of overlapping rows, is packed per task), then
 // blocks of (x rows) x (w rows) go through the 8-lane dot kernel on the thread pool. Each output
 // element is computed by exactly one task with the order documented in docs/numerics.md, so the
 // result does not depend on the thread count or the blocking.
@@ -55,22 +56,30 @@ void linear(const detail::LinearProblem& problem, CallInfo& info) {
   cb = std::min(cb, m);
   const int64_t col_blocks = (m + cb - 1) / cb;
 
-  // x packed once: [n][kpad].
-  std::vector<float> xp(static_cast<std::size_t>(n * kpad));
-  parallel_for(
-      row_blocks,
-      [&](int64_t b) {
-        const int64_t r0 = b * rb, nr = std::min(rb, n - r0);
-        pack_matrix_rows(read_x, x.strides[0], x.strides[1], r0, nr, k, xp.data() + r0 * kpad,
-                         kpad);
-      },
-      parallel && n * kpad >= 65536);
+  // x packed once, [n][kpad], unless that copy would exceed kMaxStagedFloats (x is a view whose
+  // rows overlap: its logical size is not bounded by its memory); then each task packs its rows.
+  const int64_t x_floats = staging_count(n, kpad);
+  const bool pack_x_once = x_floats >= 0 && x_floats <= kMaxStagedFloats;
+  std::vector<float> xp;
+  if (pack_x_once) {
+    xp = staging_buffer("linear", "x", n, kpad);
+    parallel_for(
+        row_blocks,
+        [&](int64_t b) {
+          const int64_t r0 = b * rb, nr = std::min(rb, n - r0);
+          pack_matrix_rows(read_x, x.strides[0], x.strides[1], r0, nr, k, xp.data() + r0 * kpad,
+                           kpad);
+        },
+        parallel && x_floats >= 65536);
+  }
 
-  // w packed once when several row blocks reuse it; else per task.
-  const bool pack_w_once = row_blocks > 1;
+  // w packed once when several row blocks reuse it (and the copy is bounded, as for x); else
+  // per task.
+  const int64_t w_floats = staging_count(m, kpad);
+  const bool pack_w_once = row_blocks > 1 && w_floats >= 0 && w_floats <= kMaxStagedFloats;
   std::vector<float> wp;
   if (pack_w_once) {
-    wp.resize(static_cast<std::size_t>(m * kpad));
+    wp = staging_buffer("linear", "w", m, kpad);
     parallel_for(
         col_blocks,
         [&](int64_t b) {
@@ -96,10 +105,17 @@ void linear(const detail::LinearProblem& problem, CallInfo& info) {
           pack_matrix_rows(read_w, w.strides[0], w.strides[1], c0, nc, k, scratch, kpad);
           wblock = scratch;
         }
+        const float* xblock;
+        if (pack_x_once) {
+          xblock = xp.data() + r0 * kpad;
+        } else {
+          float* scratch = thread_scratch(2, nr * kpad);
+          pack_matrix_rows(read_x, x.strides[0], x.strides[1], r0, nr, k, scratch, kpad);
+          xblock = scratch;
+        }
         float* sums = thread_scratch(1, nr * nc);
         // One pass over k: measured faster here than k blocking for linear's panels.
-        kernels.gemm_block(xp.data() + r0 * kpad, kpad, nr, wblock, kpad, nc, kpad, kpad, sums, nc,
-                           nullptr);
+        kernels.gemm_block(xblock, kpad, nr, wblock, kpad, nc, kpad, kpad, sums, nc, nullptr);
         for (int64_t r = 0; r < nr; ++r) {
           const int64_t row_off = (r0 + r) * os0;
           for (int64_t c = 0; c < nc; ++c) {

@@ -5,11 +5,14 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cpu/cpu_internal.h"
+#include "gemmkit/gemmkit.h"
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
@@ -166,15 +169,48 @@ void set_num_threads(int threads) {
   g_pool_size.store(g_pool->size());
 }
 
+namespace {
+
+[[noreturn]] void allocation_failed(const std::string& what, int64_t floats) {
+  const auto bytes = static_cast<unsigned long long>(floats) * sizeof(float);
+  throw Error(what + ": could not allocate " + std::to_string(bytes) + " bytes (" +
+              std::to_string(floats) + " floats)");
+}
+
+}  // namespace
+
 float* thread_scratch(int slot, int64_t count) {
   thread_local std::vector<float> buffers[4];
   std::vector<float>& buf = buffers[slot];
   if (static_cast<int64_t>(buf.size()) < count) {
     buf.clear();
     buf.shrink_to_fit();
-    buf.resize(static_cast<std::size_t>(count));
+    try {
+      buf.resize(static_cast<std::size_t>(count));
+    } catch (const std::bad_alloc&) {
+      allocation_failed("gemmkit: the CPU backend's scratch", count);
+    } catch (const std::length_error&) {
+      allocation_failed("gemmkit: the CPU backend's scratch", count);
+    }
   }
   return buf.data();
+}
+
+std::vector<float> staging_buffer(const char* op, const char* operand, int64_t rows, int64_t cols) {
+  const std::string what =
+      std::string("gemmkit::") + op + ": the CPU backend's fp32 copy of " + operand;
+  const int64_t count = staging_count(rows, cols);
+  if (count < 0) {
+    throw Error(what + ": " + std::to_string(rows) + " * " + std::to_string(cols) +
+                " floats overflows int64");
+  }
+  try {
+    return std::vector<float>(static_cast<std::size_t>(count));
+  } catch (const std::bad_alloc&) {
+    allocation_failed(what, count);
+  } catch (const std::length_error&) {
+    allocation_failed(what, count);
+  }
 }
 
 void parallel_for(int64_t tasks, const std::function<void(int64_t)>& body, bool parallel) {
