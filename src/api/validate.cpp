@@ -1,6 +1,7 @@
 #include "api/validate.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -148,15 +149,19 @@ void check_non_overlapping(const char* op, const char* name, const Tensor& t) {
   if (element_count(t) == 0) return;
   // Sufficient: sorted by stride, each dim's stride steps past the whole extent of the smaller
   // ones (every dense or padded layout, in any dim order).
-  std::vector<int> order;
+  // A fixed array: this runs on every call (no allocation on the hot path).
+  std::array<int, kMaxRank> order{};
+  int dims = 0;
   for (int i = 0; i < t.rank; ++i) {
-    if (t.shape[i] > 1) order.push_back(i);
+    if (t.shape[i] > 1) order[static_cast<std::size_t>(dims++)] = i;
   }
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  std::sort(order.begin(), order.begin() + dims,
+            [&](int a, int b) { return t.strides[a] < t.strides[b]; });
   int64_t extent = 1;
   int short_dim = -1;
   int64_t short_extent = 0;
-  for (int i : order) {
+  for (int d = 0; d < dims; ++d) {
+    const int i = order[static_cast<std::size_t>(d)];
     if (t.strides[i] < extent && short_dim < 0) {
       short_dim = i;
       short_extent = extent;
