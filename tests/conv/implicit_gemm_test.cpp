@@ -63,8 +63,8 @@ Spec spec_of_row(const std::string& line, std::string& name) {
   return spec;
 }
 
-// The rows of conv-flux2-vae-1024.csv and conv-models.csv (shared/suites), hardcoded so the test
-// runs anywhere; "" = eligible, else a word the reason must contain.
+// The rows of the benchmark suites conv-flux2-vae-1024.csv and conv-models.csv, hardcoded so the
+// test runs anywhere; "" = eligible, else a word the reason must contain.
 struct SuiteRow {
   const char* line;
   const char* ineligible;
@@ -170,14 +170,18 @@ TEST(ConvImplicit, VaeRowsFillTheTiles) {
   EXPECT_LT(conv_out.efficiency, 0.05);
 }
 
-// The suite files themselves when they are where `gemmkit run` looks (skipped otherwise): every
-// row is planned or refused with a reason.
+// The suite files themselves (skipped when absent): every row is planned or refused with a
+// reason. They are read from GEMMKIT_SUITES_DIR when set, else from bench/suites of the source
+// tree (this file's folder, two levels up).
 TEST(ConvImplicit, SuiteFilesWhenPresent) {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("GEMMKIT_SUITES_DIR")) dirs.push_back(env);
-  dirs.push_back("../shared/suites");
-  dirs.push_back("../../shared/suites");
-  dirs.push_back("/work/shared/suites");
+  const std::string here = __FILE__;
+  const std::string tests_conv = "tests/conv/implicit_gemm_test.cpp";
+  if (here.size() >= tests_conv.size() &&
+      here.compare(here.size() - tests_conv.size(), tests_conv.size(), tests_conv) == 0) {
+    dirs.push_back(here.substr(0, here.size() - tests_conv.size()) + "bench/suites");
+  }
   int files = 0;
   for (const std::string& dir : dirs) {
     for (const char* file : {"conv-flux2-vae-256.csv", "conv-flux2-vae-1024.csv",

@@ -1,6 +1,6 @@
-// Work decomposition and index arithmetic of the depthwise kernels (depthwise.cuh, staged.cuh,
-// mma.cuh): the variants, the tiling, and the index math the kernels and the host tests share.
-// Pure and header-only; GEMMKIT_CONV_HD functions compile for the device too.
+// Work decomposition and index arithmetic of the depthwise kernels (depthwise.cuh, blocked.cuh,
+// staged.cuh, mma.cuh): the variants, the tiling, and the index math the kernels and the host
+// tests share. Pure and header-only; GEMMKIT_CONV_HD functions compile for the device too.
 #pragma once
 
 #include <algorithm>

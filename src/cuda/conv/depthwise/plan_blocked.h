@@ -1,4 +1,4 @@
-// The blocked depthwise variant (depthwise.cuh): whether it serves a problem and its tiling.
+// The blocked depthwise variant (blocked.cuh): whether it serves a problem and its tiling.
 // Pure host code.
 #pragma once
 

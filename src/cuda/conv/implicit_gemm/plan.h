@@ -1,8 +1,7 @@
-// Eligibility and plan of the implicit-GEMM convolution kernel (implicit_gemm.cuh).
-//
-// Pure and header-only (no CUDA header): the host unit tests include it, also in builds without
-// CUDA. The index helpers marked GEMMKIT_CONV_HD are the ones the kernel calls, so the host tests
-// that emulate the kernel's operand gathers exercise the device's index arithmetic.
+// Eligibility and plan of the implicit-GEMM convolution kernel (implicit_gemm.cuh), and its
+// ConvConfig (implicit_config). Pure and header-only (no CUDA header): the host unit tests include
+// it, also in builds without CUDA. The index helpers the kernel shares with the host tests are in
+// layout.h.
 //
 // GEMM view, per group g (grid over groups, the weight is never copied):
 //   M = output positions (n x out spatial, row-major), N = o / groups, K = taps * c / groups,
