@@ -27,9 +27,7 @@ ConvRequest request(const std::string& depthwise = "auto") {
 
 TEST(ConvDepthwiseMma, WhatTakesIt) {
   const auto config = [](const Spec& s, const std::string& depthwise = "auto") {
-    const ConvConfig c = select_conv_config(make_problem(s), kH200, request(depthwise));
-    EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
-    return c;
+    return depthwise_config_of(s, depthwise);
   };
   // Auto: ConvNeXt 7x7 c96 at 8 x 56^2, 32-column tiles, 384 tiles in one wave of 396 blocks.
   {

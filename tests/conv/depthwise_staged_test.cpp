@@ -32,9 +32,7 @@ ConvRequest request(const std::string& depthwise = "staged") {
 
 TEST(ConvDepthwiseStaged, WhatTakesIt) {
   const auto variant = [](const Spec& s, const std::string& depthwise = "staged") {
-    const ConvConfig c = select_conv_config(make_problem(s), kH200, request(depthwise));
-    EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
-    return c;
+    return depthwise_config_of(s, depthwise);
   };
   // ConvNeXt / MobileNet stride-1 layers, 3-D with one tap along dim 0, 5x5.
   for (const Spec& s :

@@ -27,20 +27,6 @@ namespace {
 
 // ---- Building problems (as src/api does, from shapes and parameters) ----------------------
 
-// The request that the options (algo, workspace_bytes) and the environment's values give.
-ConvRequest resolve(const std::string& option_algo, const std::string& env_algo,
-                    int64_t option_workspace, const std::string& env_workspace_mb,
-                    const std::string& env_cudnn = "", const std::string& env_small_o = "") {
-  ConvRequestSettings s;
-  s.option_algo = option_algo;
-  s.env_algo = env_algo;
-  s.option_workspace = option_workspace;
-  s.env_workspace_mb = env_workspace_mb;
-  s.env_cudnn = env_cudnn;
-  s.env_small_o = env_small_o;
-  return resolve_request(s);
-}
-
 ConvRequest request(const std::string& algo = "auto", int64_t workspace = kDefaultWorkspaceBytes,
                     const std::string& small_o = "") {
   return resolve(algo, "", workspace, "", "", small_o);

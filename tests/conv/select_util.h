@@ -28,17 +28,37 @@ using gemmkit_test::Spec;
 // sm_90, 132 SMs, 227 KiB of opt-in shared memory per block, 228 KiB per SM, CUDA's grid limits.
 inline const DeviceDescription kH200{};
 
-// The request of options.algo `algo` ("" = not set) and options.workspace_bytes `workspace`
-// (< 0 = not set) with GEMMKIT_CONV_SMALL_O = `small_o` and GEMMKIT_CONV_DEPTHWISE = `depthwise`
-// ("" = not set).
+// The request that the options (algo: "" = not set; workspace_bytes: < 0 = not set) and the
+// environment's values ("" = not set) give.
+inline ConvRequest resolve(const std::string& option_algo, const std::string& env_algo,
+                           int64_t option_workspace, const std::string& env_workspace_mb,
+                           const std::string& env_cudnn = "", const std::string& env_small_o = "",
+                           const std::string& env_depthwise = "") {
+  ConvRequestSettings s;
+  s.option_algo = option_algo;
+  s.env_algo = env_algo;
+  s.option_workspace = option_workspace;
+  s.env_workspace_mb = env_workspace_mb;
+  s.env_cudnn = env_cudnn;
+  s.env_small_o = env_small_o;
+  s.env_depthwise = env_depthwise;
+  return resolve_request(s);
+}
+
+// The request of options.algo `algo` and options.workspace_bytes `workspace` with
+// GEMMKIT_CONV_SMALL_O = `small_o` and GEMMKIT_CONV_DEPTHWISE = `depthwise`.
 inline ConvRequest request_of(const std::string& algo, int64_t workspace,
                               const std::string& small_o = "", const std::string& depthwise = "") {
-  ConvRequestSettings s;
-  s.option_algo = algo;
-  s.option_workspace = workspace;
-  s.env_small_o = small_o;
-  s.env_depthwise = depthwise;
-  return resolve_request(s);
+  return resolve(algo, "", workspace, "", "", small_o, depthwise);
+}
+
+// The configuration of `s` under algo "depthwise" and GEMMKIT_CONV_DEPTHWISE = `depthwise`, which
+// must be the depthwise path's.
+inline ConvConfig depthwise_config_of(const Spec& s, const std::string& depthwise) {
+  const ConvConfig c = select_conv_config(
+      make_problem(s), kH200, request_of("depthwise", kDefaultWorkspaceBytes, "", depthwise));
+  EXPECT_EQ(c.path, ConvPath::depthwise) << to_string(c);
+  return c;
 }
 
 // Every launch limit of a configuration.

@@ -23,14 +23,8 @@
 
 namespace gemmkit::conv_test {
 
-using gemmkit_test::any_order;
-using gemmkit_test::DeviceTensor;
-using gemmkit_test::DtypePair;
-using gemmkit_test::expect_close_to_cpu;
-using gemmkit_test::HostTensor;
-using gemmkit_test::Layout;
-using gemmkit_test::PreparedConv;
-using gemmkit_test::to_device;
+// The shared GPU test helpers (test_util.h, reference_double.h) by their own names.
+using namespace gemmkit_test;
 
 inline const Device kGpu = Device::cuda(0);
 

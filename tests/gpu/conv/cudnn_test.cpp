@@ -246,6 +246,7 @@ TEST(GpuConvCudnn, MatrixAgainstReference) {
   std::printf("[ note ] cuDNN had no engine for %d mixed-type runs\n", unsupported);
 }
 
+#ifdef GEMMKIT_WITH_CUDA
 // The filter packing kernels launched directly against the host mapping (dgrad_weight_source),
 // bit for bit: random bits in, the packed buffer poisoned first, the vector and the scalar kernel
 // each where they apply (dgrad_vector_fits), partial tiles, groups, strided weights, a grid that
@@ -333,6 +334,7 @@ TEST(GpuConvSanitize, DgradFilterPackingKernels) {
     }
   }
 }
+#endif
 
 // The transposed cases alone (both filter packing kernels and the in-place filter), small enough
 // for compute-sanitizer's memcheck and synccheck (scripts/device.sh runs every *Sanitize* test).

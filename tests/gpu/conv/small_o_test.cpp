@@ -1,13 +1,8 @@
 // GPU tests of the small-o kernels launched directly: the taps kernel against the tensor-core
 // region kernel, and its TMA-fed form against its register form, bit for bit and on any grid.
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
+#include <cstdint>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -16,7 +11,6 @@
 #ifdef GEMMKIT_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "api/validate.h"
 #include "common/problems.h"
 #include "cuda/conv/select.h"
 #include "cuda/conv/small_o/launch.h"

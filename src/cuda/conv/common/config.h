@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/conv/common/geometry.h"
+#include "cuda/conv/common/names.h"
 #include "cuda/conv/depthwise/layout.h"
 #include "cuda/conv/implicit_gemm/layout.h"
 #include "cuda/conv/small_o/layout.h"
@@ -27,24 +28,10 @@ enum class ConvPath : int {
   implicit_gemm = 6,
 };
 
+inline constexpr const char* kPathNames[] = {"direct",      "depthwise", "small_o",      "gemm_1x1",
+                                             "unfold_gemm", "cudnn",     "implicit_gemm"};
 inline const char* path_name(ConvPath path) {
-  switch (path) {
-    case ConvPath::direct:
-      return "direct";
-    case ConvPath::depthwise:
-      return "depthwise";
-    case ConvPath::small_o:
-      return "small_o";
-    case ConvPath::gemm_1x1:
-      return "gemm_1x1";
-    case ConvPath::unfold_gemm:
-      return "unfold_gemm";
-    case ConvPath::cudnn:
-      return "cudnn";
-    case ConvPath::implicit_gemm:
-      return "implicit_gemm";
-  }
-  return "?";
+  return enum_name(path, kPathNames);
 }
 
 // The CallInfo kernel name of a path.
@@ -65,18 +52,9 @@ enum class BiasMode : int {
                 // pass writes out = round(scratch + bias)
 };
 
+inline constexpr const char* kBiasModeNames[] = {"none", "epilogue", "pass", "scratch"};
 inline const char* bias_mode_name(BiasMode mode) {
-  switch (mode) {
-    case BiasMode::none:
-      return "none";
-    case BiasMode::epilogue:
-      return "epilogue";
-    case BiasMode::pass:
-      return "pass";
-    case BiasMode::scratch:
-      return "scratch";
-  }
-  return "?";
+  return enum_name(mode, kBiasModeNames);
 }
 
 struct ConvConfig {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/validate.h"
+#include "cuda/conv/common/names.h"
 
 namespace gemmkit::cuda::conv_impl {
 
@@ -40,75 +41,33 @@ enum class DepthwiseChoice : int { automatic = 0, mma = 1, staged = 2, blocked =
 // register form, else mma, else cuda; mma: mma, else cuda; cuda: the CUDA-core kernel only.
 enum class SmallOChoice : int { automatic = 0, tma = 1, taps = 2, mma = 3, cuda = 4 };
 
+inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
+                                                 "gemm", "implicit", "reference"};
+inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
+inline constexpr const char* kSmallOChoiceNames[] = {"auto", "tma", "taps", "mma", "cuda"};
+
 inline const char* algo_name(ConvAlgo algo) {
-  switch (algo) {
-    case ConvAlgo::automatic:
-      return "auto";
-    case ConvAlgo::cudnn:
-      return "cudnn";
-    case ConvAlgo::direct:
-      return "direct";
-    case ConvAlgo::depthwise:
-      return "depthwise";
-    case ConvAlgo::gemm:
-      return "gemm";
-    case ConvAlgo::implicit:
-      return "implicit";
-    case ConvAlgo::reference:
-      return "reference";
-  }
-  return "?";
+  return enum_name(algo, kConvAlgoNames);
 }
 
 inline const char* depthwise_choice_name(DepthwiseChoice choice) {
-  switch (choice) {
-    case DepthwiseChoice::automatic:
-      return "auto";
-    case DepthwiseChoice::mma:
-      return "mma";
-    case DepthwiseChoice::staged:
-      return "staged";
-    case DepthwiseChoice::blocked:
-      return "blocked";
-  }
-  return "?";
+  return enum_name(choice, kDepthwiseChoiceNames);
 }
 
 inline const char* small_o_choice_name(SmallOChoice choice) {
-  switch (choice) {
-    case SmallOChoice::automatic:
-      return "auto";
-    case SmallOChoice::tma:
-      return "tma";
-    case SmallOChoice::taps:
-      return "taps";
-    case SmallOChoice::mma:
-      return "mma";
-    case SmallOChoice::cuda:
-      return "cuda";
-  }
-  return "?";
+  return enum_name(choice, kSmallOChoiceNames);
 }
 
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
-// The value of `name` among the names of E's values (E's values 0, 1, ... in `count`), or none.
-template <typename E>
-std::optional<E> parse_choice(const std::string& name, const char* (*name_of)(E), int count) {
-  for (int i = 0; i < count; ++i) {
-    if (name == name_of(static_cast<E>(i))) return static_cast<E>(i);
-  }
-  return std::nullopt;
-}
-
 inline std::optional<ConvAlgo> parse_algo(const std::string& name) {
-  return parse_choice<ConvAlgo>(name, algo_name, 7);
+  return enum_value<ConvAlgo>(name, kConvAlgoNames);
 }
 inline std::optional<DepthwiseChoice> parse_depthwise_choice(const std::string& name) {
-  return parse_choice<DepthwiseChoice>(name, depthwise_choice_name, 4);
+  return enum_value<DepthwiseChoice>(name, kDepthwiseChoiceNames);
 }
 inline std::optional<SmallOChoice> parse_small_o_choice(const std::string& name) {
-  return parse_choice<SmallOChoice>(name, small_o_choice_name, 5);
+  return enum_value<SmallOChoice>(name, kSmallOChoiceNames);
 }
 
 // The caller's request after options and environment were resolved.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "cuda/conv/common/geometry.h"
+#include "cuda/conv/common/names.h"
 
 namespace gemmkit::cuda::conv_impl {
 
@@ -51,22 +52,10 @@ enum class DepthwiseVariant : int {
   mma = 5,
 };
 
+inline constexpr const char* kDepthwiseVariantNames[] = {"generic", "narrow", "wide",
+                                                         "blocked", "staged", "mma"};
 inline const char* depthwise_variant_name(DepthwiseVariant variant) {
-  switch (variant) {
-    case DepthwiseVariant::generic:
-      return "generic";
-    case DepthwiseVariant::narrow:
-      return "narrow";
-    case DepthwiseVariant::wide:
-      return "wide";
-    case DepthwiseVariant::blocked:
-      return "blocked";
-    case DepthwiseVariant::staged:
-      return "staged";
-    case DepthwiseVariant::mma:
-      return "mma";
-  }
-  return "?";
+  return enum_name(variant, kDepthwiseVariantNames);
 }
 // Outputs per thread along the last dim: (variant) -> run.
 constexpr int kDepthwiseGenericRun = 4;

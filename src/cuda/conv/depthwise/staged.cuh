@@ -49,7 +49,7 @@ namespace gemmkit::cuda::conv_impl {
 
 // Issues the cp.async copies of tile s's input window into the window at shared address `dst`:
 // chunk q is window row q / kRowChunks, pixel (q % kRowChunks) / kChunks, channel octet q %
-// kChunks. A thread's chunks advance by blockDim with the row and the in-row index carried
+// kChunks. A thread's chunks advance by blockDim with the row and the in-row index stepped
 // (no division per chunk); offsets inside the plane are 32-bit (why_not_depthwise_staged).
 template <typename T, int kK, int kGroups>
 __device__ __forceinline__ void depthwise_staged_load_window(const ConvGeometry& g,

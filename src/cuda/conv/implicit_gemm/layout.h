@@ -1,5 +1,5 @@
 // Tile constants, the launch plan (ImplicitGemmPlan) and the index helpers of the implicit-GEMM
-// kernel (implicit_gemm.cuh). The plan is filled by implicit_gemm_plan (plan.h) and carried in
+// kernel (implicit_gemm.cuh). The plan is filled by implicit_gemm_plan (plan.h) and held in
 // ConvConfig from selection to the launch. The GEMMKIT_CONV_HD helpers are the ones the kernel
 // calls, so the host tests that emulate its operand gathers exercise the device's index
 // arithmetic. Pure and header-only.
