@@ -3,7 +3,7 @@
 // measures. A forward row runs cudnnConvolutionForward over gemmkit's OHWI weight. A transposed
 // row (input dilation) runs cudnnConvolutionBackwardData, as PyTorch's conv_transpose2d does:
 // dy = gemmkit's x, dx = gemmkit's out, and the filter packed once, untimed, into cuDNN's KRSC
-// layout; strides, paddings and mode come from the library's cudnn_dgrad_form (conv_config.h).
+// layout; strides, paddings and mode come from the library's cudnn_dgrad_form (cudnn/plan.h).
 // 1-D convs run as 2-D with a unit height. Rows it cannot express are n/a: forward rows with
 // asymmetric or negative padding; transposed rows without a backward-data form, or whose form has
 // unequal low and high paddings that the legacy API's symmetric padding cannot stand in for (dy's
@@ -21,8 +21,8 @@
 #include "src/api/validate.h"
 #include "src/common/problems.h"
 #include "src/cuda/common/cudnn_types.h"
-#include "src/cuda/conv/conv_config.h"
-#include "src/cuda/conv/conv_launch.h"
+#include "src/cuda/conv/cudnn/launch.h"
+#include "src/cuda/conv/cudnn/plan.h"
 
 namespace gemmkit::bench {
 namespace {

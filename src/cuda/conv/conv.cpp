@@ -1,4 +1,4 @@
-// gemmkit::cuda::conv: resolves the options, selects a path (conv_config.h, pure), and runs it on
+// gemmkit::cuda::conv: resolves the options, selects a path (select.h, pure), and runs it on
 // the tensors' device and the caller's stream. A GEMM path that cuBLASLt or the allocator cannot
 // serve falls back to the generic direct kernel under algo "auto" (never under "gemm"); a cuDNN
 // run that fails falls back to the own path auto would take without cuDNN (never under "cudnn").
@@ -13,13 +13,16 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_context.h"
 #include "cuda/common/gpu_timing.h"
-#include "cuda/conv/conv_choice_cache.h"
-#include "cuda/conv/conv_cudnn.h"
-#include "cuda/conv/conv_gemm.h"
-#include "cuda/conv/conv_geometry.h"
-#include "cuda/conv/conv_implicit_gemm.h"
-#include "cuda/conv/conv_launch.h"
-#include "cuda/conv/conv_select.h"
+#include "cuda/conv/choice_cache.h"
+#include "cuda/conv/common/geometry.h"
+#include "cuda/conv/common/launch.h"
+#include "cuda/conv/cudnn/launch.h"
+#include "cuda/conv/depthwise/launch.h"
+#include "cuda/conv/direct/launch.h"
+#include "cuda/conv/gemm/launch.h"
+#include "cuda/conv/implicit_gemm/launch.h"
+#include "cuda/conv/select.h"
+#include "cuda/conv/small_o/launch.h"
 #include "cuda/cuda_backend.h"
 
 namespace gemmkit::cuda {
@@ -58,10 +61,10 @@ bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
   if (config.path == ConvPath::gemm_1x1 || config.path == ConvPath::unfold_gemm) {
     std::string why;
     if (!run_gemm_path(problem, g, config, device, s, why)) {
-      if (request.algo == "gemm") {
+      if (request.algo == ConvAlgo::gemm) {
         detail::fail(kOp, request.algo_origin, "'gemm': cannot serve this problem: " + why);
       }
-      config = direct_config(problem, dev, request.algo,
+      config = direct_config(problem, dev, algo_name(request.algo),
                              config.reason + ", but " + why + ": generic direct kernel instead");
       fell_back = true;
     }
@@ -105,7 +108,7 @@ bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
 // both candidates run once (cuDNN picks its engine then), then kRaceRuns times each behind a GPU
 // delay (the host's enqueue cost is not timed); the faster one is kept with the shape's choice
 // in the choice cache, as long as the cache keeps it (select_conv_candidates and challenger_wins
-// in conv_select.h say which shapes race and when the challenger wins). Under capture, or before
+// in select.h say which shapes race and when the challenger wins). Under capture, or before
 // the first eager call, the static choice runs.
 
 constexpr int kRaceRuns = 10;
@@ -188,11 +191,9 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   const int device = problem.x.device.index;
   const DeviceDescription dev = describe_device(device);  // Error if absent
   DeviceGuard guard(device);
-  const ConvRequest request = resolve_request(
-      options.algo, detail::env_setting("GEMMKIT_CONV_ALGO"), options.workspace_bytes,
-      detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB"), detail::env_setting("GEMMKIT_CONV_CUDNN"),
-      detail::env_setting("GEMMKIT_CONV_SMALL_O"), detail::env_setting("GEMMKIT_CONV_DEPTHWISE"));
-  // The choice for this call shape (kept per process: conv_choice_cache.h), then the config to
+  const ConvRequest request =
+      resolve_request(request_settings(options.algo, options.workspace_bytes));
+  // The choice for this call shape (kept per process: choice_cache.h), then the config to
   // run and its text: kept with the choice or the race, or built for this call.
   const ConvChoiceKey key = conv_choice_key(problem, dev, device, request);
   const std::shared_ptr<const ConvChoice> choice =
@@ -224,7 +225,7 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
       info.reason = (text != nullptr ? *text : to_string(config)) + "; " + note;
       return;
     }
-    if (request.algo == "cudnn") {
+    if (request.algo == ConvAlgo::cudnn) {
       detail::fail(kOp, request.algo_origin, "'cudnn': cannot serve this problem: " + why);
     }
     ConvRequest own = request;

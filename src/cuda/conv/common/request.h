@@ -1,0 +1,164 @@
+// The caller's request to the convolution: options.algo, options.workspace_bytes and the
+// GEMMKIT_CONV_* environment, each string parsed once here into a typed field (ConvRequest).
+// Selection and the paths only see the typed fields. Pure and header-only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "api/validate.h"
+#include "cuda/conv/common/names.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+constexpr const char* kOp = "conv";
+// Temporary device memory of a call when neither options.workspace_bytes nor
+// GEMMKIT_CONV_WORKSPACE_MB says otherwise.
+constexpr int64_t kDefaultWorkspaceBytes = int64_t{256} << 20;
+
+// options.algo / GEMMKIT_CONV_ALGO.
+enum class ConvAlgo : int {
+  automatic = 0,  // "auto": the fastest path that serves the problem
+  cudnn = 1,
+  direct = 2,  // the direct kernels: depthwise, small-o, else generic
+  depthwise = 3,
+  gemm = 4,  // 1x1 GEMM or unfold + GEMM
+  implicit = 5,
+  reference = 6,  // the generic direct kernel
+};
+
+// GEMMKIT_CONV_DEPTHWISE: the depthwise variants the depthwise path may take. automatic: the
+// tensor-core variant where it was measured faster (why_not_depthwise_mma_by_default), else
+// staged, else blocked, else the window / generic variants; mma: the tensor-core variant wherever
+// it applies, else as automatic; staged: never the tensor-core variant (the direct kernel's
+// bits); blocked: neither the tensor-core nor the staged variant.
+enum class DepthwiseChoice : int { automatic = 0, mma = 1, staged = 2, blocked = 3 };
+
+// GEMMKIT_CONV_SMALL_O: the first small-o kernel the small-o path may take. automatic: the taps
+// kernel's TMA form with >= kSmallOTapsTmaMinTilesPerBlock tiles per block, else its register
+// form, else mma, else cuda; tma: the TMA form wherever it applies, then as automatic; taps: the
+// register form, else mma, else cuda; mma: mma, else cuda; cuda: the CUDA-core kernel only.
+enum class SmallOChoice : int { automatic = 0, tma = 1, taps = 2, mma = 3, cuda = 4 };
+
+inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
+                                                 "gemm", "implicit", "reference"};
+inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
+inline constexpr const char* kSmallOChoiceNames[] = {"auto", "tma", "taps", "mma", "cuda"};
+
+inline const char* algo_name(ConvAlgo algo) {
+  return enum_name(algo, kConvAlgoNames);
+}
+
+inline const char* depthwise_choice_name(DepthwiseChoice choice) {
+  return enum_name(choice, kDepthwiseChoiceNames);
+}
+
+inline const char* small_o_choice_name(SmallOChoice choice) {
+  return enum_name(choice, kSmallOChoiceNames);
+}
+
+constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
+
+inline std::optional<ConvAlgo> parse_algo(const std::string& name) {
+  return enum_value<ConvAlgo>(name, kConvAlgoNames);
+}
+inline std::optional<DepthwiseChoice> parse_depthwise_choice(const std::string& name) {
+  return enum_value<DepthwiseChoice>(name, kDepthwiseChoiceNames);
+}
+inline std::optional<SmallOChoice> parse_small_o_choice(const std::string& name) {
+  return enum_value<SmallOChoice>(name, kSmallOChoiceNames);
+}
+
+// The caller's request after options and environment were resolved.
+struct ConvRequest {
+  ConvAlgo algo = ConvAlgo::automatic;
+  std::string algo_origin = "options.algo";  // the name errors give the algo setting
+  int64_t workspace_bytes = kDefaultWorkspaceBytes;
+  // Whether auto may pick cuDNN (GEMMKIT_CONV_CUDNN=0 turns it off: own paths only).
+  bool cudnn_in_auto = true;
+  SmallOChoice small_o = SmallOChoice::automatic;
+  DepthwiseChoice depthwise = DepthwiseChoice::automatic;
+};
+
+// The raw settings a request is resolved from: the options, and the environment's values ("" when
+// a variable is unset). request_settings fills it from ConvOptions and the environment.
+struct ConvRequestSettings {
+  std::string option_algo;        // options.algo ("" = not set)
+  int64_t option_workspace = -1;  // options.workspace_bytes (< 0 = not set)
+  std::string env_algo;           // GEMMKIT_CONV_ALGO
+  std::string env_workspace_mb;   // GEMMKIT_CONV_WORKSPACE_MB
+  std::string env_cudnn;          // GEMMKIT_CONV_CUDNN: "" or "1" lets auto use cuDNN, "0" not
+  std::string env_small_o;        // GEMMKIT_CONV_SMALL_O: auto | tma | taps | mma | cuda
+  std::string env_depthwise;      // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
+};
+
+// options.algo if set, else GEMMKIT_CONV_ALGO if set, else "auto"; the workspace from
+// options.workspace_bytes if set (>= 0), else GEMMKIT_CONV_WORKSPACE_MB, else the default. Unknown
+// names and malformed values are an Error naming where the value came from.
+inline ConvRequest resolve_request(const ConvRequestSettings& s) {
+  ConvRequest r;
+  std::string algo = "auto";
+  if (!s.option_algo.empty()) {
+    algo = s.option_algo;
+  } else if (!s.env_algo.empty()) {
+    algo = s.env_algo;
+    r.algo_origin = "options.algo (from GEMMKIT_CONV_ALGO)";
+  }
+  const std::optional<ConvAlgo> parsed_algo = parse_algo(algo);
+  if (!parsed_algo) {
+    detail::fail(kOp, r.algo_origin, "'" + algo + "': must be one of " + kAlgoNames);
+  }
+  r.algo = *parsed_algo;
+  r.cudnn_in_auto = detail::parse_switch(kOp, "GEMMKIT_CONV_CUDNN", s.env_cudnn);
+  if (!s.env_small_o.empty()) {
+    const std::optional<SmallOChoice> choice = parse_small_o_choice(s.env_small_o);
+    if (!choice) {
+      detail::fail(kOp, "GEMMKIT_CONV_SMALL_O",
+                   "'" + s.env_small_o + "': must be one of auto, tma, taps, mma, cuda");
+    }
+    r.small_o = *choice;
+  }
+  if (!s.env_depthwise.empty()) {
+    const std::optional<DepthwiseChoice> choice = parse_depthwise_choice(s.env_depthwise);
+    if (!choice) {
+      detail::fail(kOp, "GEMMKIT_CONV_DEPTHWISE",
+                   "'" + s.env_depthwise + "': must be one of auto, mma, staged, blocked");
+    }
+    r.depthwise = *choice;
+  }
+  if (s.option_workspace >= 0) {
+    r.workspace_bytes = s.option_workspace;
+  } else if (!s.env_workspace_mb.empty()) {
+    constexpr int64_t kMaxMib = int64_t{1} << 30;  // 2^50 bytes: far above any device
+    const std::optional<int64_t> mib = detail::parse_whole_number(s.env_workspace_mb, 10);
+    if (!mib || *mib > kMaxMib) {
+      detail::fail(kOp, "GEMMKIT_CONV_WORKSPACE_MB",
+                   "'" + s.env_workspace_mb + "': must be a whole number of MiB in [0, 2^30]");
+    }
+    r.workspace_bytes = *mib << 20;
+  }
+  return r;
+}
+
+// The settings of a call: its options and the GEMMKIT_CONV_* environment.
+inline ConvRequestSettings request_settings(const std::string& option_algo,
+                                            int64_t option_workspace) {
+  ConvRequestSettings s;
+  s.option_algo = option_algo;
+  s.option_workspace = option_workspace;
+  s.env_algo = detail::env_setting("GEMMKIT_CONV_ALGO");
+  s.env_workspace_mb = detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB");
+  s.env_cudnn = detail::env_setting("GEMMKIT_CONV_CUDNN");
+  s.env_small_o = detail::env_setting("GEMMKIT_CONV_SMALL_O");
+  s.env_depthwise = detail::env_setting("GEMMKIT_CONV_DEPTHWISE");
+  return s;
+}
+
+// GEMMKIT_CONV_CUDNN_AUTOTUNE: "" or "1" times cuDNN's top engines on the first call of a shape
+// (outside stream capture), "0" takes the heuristic's first; anything else is an Error.
+inline bool parse_cudnn_autotune(const std::string& env_value) {
+  return detail::parse_switch(kOp, "GEMMKIT_CONV_CUDNN_AUTOTUNE", env_value);
+}
+
+}  // namespace gemmkit::cuda::conv_impl

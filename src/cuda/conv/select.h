@@ -1,0 +1,208 @@
+// Path selection of the CUDA convolution: select_conv_config(problem, device, request) -> config,
+// pure and header-only (no CUDA header), so the host unit tests call it on CPU-only machines.
+// Each path's eligibility, geometry and workspace rules live in its folder's plan.h (direct/,
+// depthwise/, small_o/, gemm/, implicit_gemm/, cudnn/); this header asks each path once, orders
+// them, and decides between the own paths and cuDNN (auto_prefers_cudnn). GEMMKIT_LOG=1 prints the
+// choice and its reason.
+#pragma once
+
+#include <string>
+
+#include "cuda/conv/common/config.h"
+#include "cuda/conv/common/occupancy.h"
+#include "cuda/conv/common/request.h"
+#include "cuda/conv/cudnn/plan.h"
+#include "cuda/conv/depthwise/plan.h"
+#include "cuda/conv/direct/plan.h"
+#include "cuda/conv/gemm/plan.h"
+#include "cuda/conv/implicit_gemm/plan.h"
+#include "cuda/conv/small_o/plan.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+// auto takes the implicit-GEMM kernel over unfold + GEMM when at least this share of its tiles'
+// MMA work is useful (tails of M, N, K, input-dilation holes): below it, e.g. o = 3, most of a
+// tile would multiply zeros. (A grid below one wave does not count against it: the unfold's
+// GEMM would not fill the machine either.)
+constexpr double kImplicitMinEfficiency = 0.25;
+
+// Whether auto takes cuDNN over the own path `own` that it would pick otherwise. The rule follows
+// the conv tables of docs/perf.md (own paths against cuDNN in the same run): the own path stays
+// for the 1x1 GEMM, the 1-D depthwise kernel and the tensor-core small-o kernels, which are as
+// fast or faster; cuDNN takes unfold_gemm, 2-D depthwise and the CUDA-core small-o kernel. Retune
+// here when either side changes.
+inline bool auto_prefers_cudnn(const detail::ConvProblem& p, const ConvConfig& own) {
+  if (own.path == ConvPath::gemm_1x1) return false;
+  if (own.path == ConvPath::small_o && (own.small_o.mma || own.small_o_taps.active)) return false;
+  const bool depthwise = p.groups == p.in_channels && p.in_channels_per_group == 1;
+  return !(depthwise && p.spatial == 1);
+}
+
+// ---- Selection --------------------------------------------------------------------------------
+
+inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceDescription& dev,
+                                     const ConvRequest& request) {
+  const ConvAlgo requested = request.algo;
+  const std::string algo = algo_name(requested);
+  const auto cannot = [&](const std::string& why) {
+    detail::fail(kOp, request.algo_origin, "'" + algo + "': cannot serve this problem: " + why);
+  };
+  const int64_t budget = std::max<int64_t>(0, request.workspace_bytes);
+  ConvConfig cudnn;
+  cudnn.path = ConvPath::cudnn;
+  cudnn.algo = algo;
+  const std::string no_cudnn = why_not_cudnn(p, dev, budget, cudnn);
+  if (requested == ConvAlgo::cudnn) {
+    if (!no_cudnn.empty()) cannot(no_cudnn);
+    cudnn.reason = "algo 'cudnn' requested";
+    return cudnn;
+  }
+  if (requested == ConvAlgo::reference) {
+    return direct_config(p, dev, algo, "algo 'reference' forces the generic direct kernel");
+  }
+
+  const std::string no_depthwise = why_not_depthwise(p);
+  if (requested == ConvAlgo::depthwise) {
+    if (!no_depthwise.empty()) cannot(no_depthwise);
+    return depthwise_config(p, dev, algo, "algo 'depthwise' requested", request.depthwise);
+  }
+  const std::string no_small_o = why_not_small_o(p, dev, request.small_o);
+  if (requested == ConvAlgo::direct) {
+    if (no_depthwise.empty())
+      return depthwise_config(p, dev, algo, "algo 'direct': depthwise kernel (groups == c)",
+                              request.depthwise);
+    if (no_small_o.empty())
+      return small_o_config(p, dev, algo, "algo 'direct': small-o kernel (o <= 8)",
+                            request.small_o);
+    return direct_config(p, dev, algo,
+                         "algo 'direct': generic direct kernel (depthwise: " + no_depthwise +
+                             "; small-o: " + no_small_o + ")");
+  }
+
+  ConvConfig gemm;
+  gemm.algo = algo;
+  std::string no_1x1 = why_not_gemm_1x1(p, dev, budget, gemm);
+  if (no_1x1.empty()) {
+    gemm.path = ConvPath::gemm_1x1;
+    gemm.reason = "1x1 kernel, stride 1, no padding: x is the GEMM operand (no unfold)";
+  }
+  std::string no_unfold;
+  if (!no_1x1.empty()) {
+    gemm = ConvConfig{};
+    gemm.algo = algo;
+    no_unfold = why_not_unfold(p, dev, budget, gemm);
+    if (no_unfold.empty()) {
+      gemm.path = ConvPath::unfold_gemm;
+      gemm.reason = "unfold + cuBLASLt GEMM in " + std::to_string(gemm.chunks) + " chunk(s) of " +
+                    std::to_string(gemm.chunk_rows) + " output rows";
+    }
+  }
+  const std::string no_implicit = why_not_implicit_gemm(p, dev);
+  const ImplicitGemmPlan implicit =
+      no_implicit.empty() ? implicit_gemm_plan(p, dev) : ImplicitGemmPlan{};
+  std::string no_unfold_prefix;
+  if (requested == ConvAlgo::implicit) {
+    if (!no_implicit.empty()) cannot(no_implicit);
+    return implicit_config(implicit, algo, "algo 'implicit' requested");
+  }
+  if (requested == ConvAlgo::gemm) {
+    if (!no_1x1.empty() && !no_unfold.empty()) {
+      cannot("1x1 GEMM: " + no_1x1 + "; unfold + GEMM: " + no_unfold);
+    }
+    gemm.reason = "algo 'gemm': " + gemm.reason;
+    return gemm;
+  }
+
+  // auto: the own path that fits, then cuDNN instead where it is faster.
+  const auto own_auto = [&]() -> ConvConfig {
+    if (no_depthwise.empty()) {
+      return depthwise_config(p, dev, algo, "groups == c: depthwise kernel", request.depthwise);
+    }
+    if (no_small_o.empty()) {
+      return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel", request.small_o);
+    }
+    if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
+    if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
+      return implicit_config(implicit, algo, "implicit GEMM (no unfold, no workspace)");
+    }
+    if (!no_implicit.empty()) {
+      no_unfold_prefix = "implicit GEMM: " + no_implicit + "; ";
+    } else {
+      no_unfold_prefix = "implicit GEMM: " + std::to_string(implicit.tile_efficiency) +
+                         " of its tiles' MMA work useful; ";
+    }
+    if (no_1x1.empty() || no_unfold.empty()) {
+      if (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1) return gemm;
+      (no_1x1.empty() ? no_1x1 : no_unfold) =
+          "the workspace allows only " + std::to_string(gemm.chunk_rows) + " output rows per chunk";
+    }
+    return direct_config(p, dev, algo,
+                         "generic direct kernel (" + no_unfold_prefix + "1x1 GEMM: " + no_1x1 +
+                             "; unfold + GEMM: " + no_unfold + ")");
+  };
+  ConvConfig own = own_auto();
+  if (!request.cudnn_in_auto) return own;
+  if (!no_cudnn.empty()) {
+    own.reason += "; not cuDNN: " + no_cudnn;
+    return own;
+  }
+  if (!auto_prefers_cudnn(p, own)) {
+    own.reason += std::string("; not cuDNN: the own ") + path_name(own.path) +
+                  " path is as fast or faster here (docs/perf.md)";
+    return own;
+  }
+  cudnn.reason = std::string("cuDNN: faster than the own ") + path_name(own.path) +
+                 " path here (docs/perf.md)";
+  return cudnn;
+}
+
+// ---- auto: the static choice, and the candidate raced against it ------------------------------
+
+// Own paths that auto times against cuDNN on a shape's first eager call: cheap, memory-bound
+// kernels whose standing against cuDNN's engines varies by shape within a few percent (the 1x1
+// GEMM at 0.98-1.06x, 2-D depthwise at 0.83-1.5x, small-o). The GEMM-based 3x3 paths are not
+// raced: cuDNN's wgmma engines take less than half their time on every suite row, and timing
+// them would cost the first call of a large layer tens of milliseconds.
+inline bool auto_races_cudnn(const ConvConfig& own) {
+  return own.path == ConvPath::depthwise || own.path == ConvPath::gemm_1x1 ||
+         own.path == ConvPath::small_o;
+}
+
+// Whether the race's challenger replaces the static choice: only when faster by more than
+// kRaceMargin, so that timing noise does not flip a shape between two paths from run to run.
+constexpr double kRaceMargin = 0.03;
+inline bool challenger_wins(double static_us, double challenger_us) {
+  return challenger_us < static_us * (1.0 - kRaceMargin);
+}
+
+struct ConvCandidates {
+  ConvConfig first;   // select_conv_config's choice
+  ConvConfig second;  // with race: the other of {own path, cuDNN}
+  bool race = false;
+};
+
+// The static choice and, under auto with cuDNN in reach, whether it races the other candidate.
+inline ConvCandidates select_conv_candidates(const detail::ConvProblem& p,
+                                             const DeviceDescription& dev,
+                                             const ConvRequest& request) {
+  ConvCandidates c;
+  c.first = select_conv_config(p, dev, request);
+  if (request.algo != ConvAlgo::automatic || !request.cudnn_in_auto || !dev.cudnn) return c;
+  if (c.first.path == ConvPath::cudnn) {
+    ConvRequest own = request;
+    own.cudnn_in_auto = false;
+    c.second = select_conv_config(p, dev, own);
+    c.race = auto_races_cudnn(c.second);
+    return c;
+  }
+  if (!auto_races_cudnn(c.first)) return c;
+  c.second.path = ConvPath::cudnn;
+  c.second.algo = algo_name(request.algo);
+  const std::string no_cudnn =
+      why_not_cudnn(p, dev, std::max<int64_t>(0, request.workspace_bytes), c.second);
+  c.second.reason = "cuDNN";
+  c.race = no_cudnn.empty();
+  return c;
+}
+
+}  // namespace gemmkit::cuda::conv_impl
