@@ -15,7 +15,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 take_out_option "$@"
-GEMMKIT_GPU_FILTER=${GEMMKIT_GPU_FILTER:-'GpuConv.Depthwise*:GpuConv.ParameterMatrix*:GpuConvSanitize.Depthwise*'} \
+GEMMKIT_GPU_FILTER=${GEMMKIT_GPU_FILTER:-'GpuConv.Depthwise*:GpuConv.ParameterMatrix*:GpuConvSanitize.Depthwise*:*/GpuConvDepthwiseSameBits.*'} \
   GEMMKIT_GPU_TIMEOUT=240 \
   GEMMKIT_SANITIZE_FILTER=${GEMMKIT_SANITIZE_FILTER:-'GpuConvSanitize.DepthwiseStaged:GpuConvSanitize.DepthwiseMma'} \
   GEMMKIT_SANITIZE_TIMEOUT=120 bash scripts/device.sh --out "$out_dir" test >"$out_dir/device.txt" 2>&1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The small-o taps kernel on a GPU machine, run from the repository root after
 # `cmake --build build-device` (scripts/device.sh builds it):
-#   1. the GPU convolution tests (GpuConv*), then the kernel-variant test again with
+#   1. the GPU convolution tests (GpuConv*, the same-bits instantiations */GpuConv*SameBits.*), then the kernel-variant test again with
 #      GEMMKIT_CONV_SMALL_O=mma and =cuda (the same cases on the tensor-core region kernel and the
 #      CUDA-core kernel);
 #   2. FLUX.2 VAE conv_out (1 x S x S x 128 -> 3 channels, 3x3, pad 1, bf16, S = 256, 1024,
@@ -30,9 +30,9 @@ run_tests() {  # name, then the environment assignments for the run
   echo "== gpu tests ($name, $filter): status $status"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differs" "$log" | head -20
 }
-run_tests default 'GpuConv*'
-run_tests small-o-mma 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_SMALL_O=mma
-run_tests small-o-cuda 'GpuConv.DepthwiseAndSmallOKernelVariants' GEMMKIT_CONV_SMALL_O=cuda
+run_tests default 'GpuConv*:*/GpuConv*SameBits.*'
+run_tests small-o-mma 'GpuConv.DepthwiseAndSmallOKernelVariants:*/GpuConvSmallOSameBits.*:*/GpuConvDepthwiseSameBits.*' GEMMKIT_CONV_SMALL_O=mma
+run_tests small-o-cuda 'GpuConv.DepthwiseAndSmallOKernelVariants:*/GpuConvSmallOSameBits.*:*/GpuConvDepthwiseSameBits.*' GEMMKIT_CONV_SMALL_O=cuda
 
 for size in 256 1024 2048; do
   for variant in auto taps tma mma; do
