@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "bench/cuda_timing.h"
@@ -129,15 +130,28 @@ CallTimes time_calls(const LaunchFn& launch, int calls, int copies, int replays,
 
 HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
+  // Batches of calls short enough that the launch queue never fills (a full queue would make the
+  // loop wait for the GPU and time the kernels instead), the stream drained between batches
+  // outside the timed window; the median batch gives the per-call figure.
+  constexpr int kBatch = 64;
+  const auto per_call_us = [&](const std::function<void()>& call) {
+    std::vector<double> samples;
+    for (int done = 0; done < calls; done += kBatch) {
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBatch; ++i) call();
+      const auto stop = std::chrono::steady_clock::now();
+      samples.push_back(1e6 * seconds_between(start, stop) / kBatch);
+    }
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+  };
   HostCost cost;
   cost.calls = calls;
-  for (int call = 0; call < calls; ++call) launch(0, stream);  // warm-up: caches, lazy set-up
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  auto start = std::chrono::steady_clock::now();
-  for (int call = 0; call < calls; ++call) launch(0, stream);
-  auto stop = std::chrono::steady_clock::now();
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  cost.call_us = 1e6 * seconds_between(start, stop) / calls;
+  const auto call = [&] { launch(0, stream); };
+  per_call_us(call);  // warm-up: caches, lazy set-up
+  cost.call_us = per_call_us(call);
 
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1);
@@ -148,17 +162,11 @@ HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
   config.numAttrs = 1;
-  for (int call = 0; call < calls; ++call) {
+  const auto empty = [&] {
     check(cudaLaunchKernelEx(&config, empty_kernel), "cudaLaunchKernelEx");
-  }
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  start = std::chrono::steady_clock::now();
-  for (int call = 0; call < calls; ++call) {
-    check(cudaLaunchKernelEx(&config, empty_kernel), "cudaLaunchKernelEx");
-  }
-  stop = std::chrono::steady_clock::now();
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  cost.empty_launch_us = 1e6 * seconds_between(start, stop) / calls;
+  };
+  per_call_us(empty);
+  cost.empty_launch_us = per_call_us(empty);
   return cost;
 }
 

@@ -38,10 +38,10 @@ struct CallTimes {
 // directly, and `method` says so.
 CallTimes time_calls(const LaunchFn& launch, int calls, int copies, int replays, Stream stream);
 
-// Host time of one eager call: `calls` calls of `launch` issued back to back (after as many to
-// warm up), timed on the CPU's steady clock from the first call to the return of the last, before
-// the stream is drained. The kernels of a tiny GEMM are shorter than their host path, so the GPU
-// never throttles the loop and the figure is what each call costs the calling thread.
+// Host time of one eager call: `calls` calls of `launch` (after as many to warm up) in batches of
+// 64, each batch timed on the CPU's steady clock from its first call to the return of its last,
+// the stream drained between batches: the median batch's time per call is what a call costs the
+// calling thread (batches this short never fill the launch queue, so the GPU does not pace them).
 struct HostCost {
   double call_us = 0;          // per call of `launch`
   double empty_launch_us = 0;  // per cudaLaunchKernelEx of an empty kernel (PDL attribute set)

@@ -119,6 +119,7 @@ stage_python() {
   local library=$root/$bin/python/_gemmkit_ops.so start=$SECONDS
   [ -f "$library" ] || { note "python: skipped (no torch extension in $bin: torch does not import)"; return; }
   export GEMMKIT_TORCH_LIBRARY=$library PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+  { readelf -d "$library" | grep -E "NEEDED|RPATH|RUNPATH"; env | grep -E "FLAGS=" || true; } >"$logs/python-linkage.txt" 2>&1
   timeout ${GEMMKIT_PYTHON_TIMEOUT:-300} python3 -m pytest -q -rs -p no:cacheprovider python/tests \
     >"$logs/python-tests.log" 2>&1
   note "python tests: status $? in $((SECONDS - start)) s: $(tail -1 "$logs/python-tests.log")"

@@ -345,10 +345,10 @@ StableTensor build_info_op() {
 
 STABLE_TORCH_LIBRARY(gemmkit, m) {
   m.def(
-      "linear(Tensor x, Tensor w, Tensor? bias=None, ScalarType? out_dtype=None, str kernel=\"\", "
+      "linear(Tensor x, Tensor w, Tensor? bias=None, ScalarType? out_dtype=None, str variant=\"\", "
       "int pdl=-1, Tensor? workspace=None) -> Tensor");
   m.def(
-      "linear_out(Tensor x, Tensor w, Tensor? bias, Tensor(a!) out, str kernel=\"\", int pdl=-1, "
+      "linear_out(Tensor x, Tensor w, Tensor? bias, Tensor(a!) out, str variant=\"\", int pdl=-1, "
       "Tensor? workspace=None) -> ()");
   m.def(
       "conv_general(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding_lo, "

@@ -115,17 +115,22 @@ void check_tensor(const char* op, const char* name, const Tensor& t, int rank,
                (allow_empty_dim0 ? "; dim 0 (the batch) must be >= 0 and every other size >= 1"
                                  : "; every size must be >= 1"));
     }
-    if (t.strides[i] < 1) {
-      fail(op, name,
-           t.str() + ": dim " + std::to_string(i) + " has stride " + std::to_string(t.strides[i]) +
-               "; every stride must be >= 1");
-    }
   }
   int64_t count = 1;
   for (int i = 0; i < t.rank; ++i) {
     count = checked_mul(count, t.shape[i], [&] {
       return std::string("gemmkit::") + op + ": " + name + " " + t.str() + ": element count";
     });
+  }
+  // An empty batch addresses no element, so its strides are never used: frameworks give such
+  // views any stride (torch's [2, 0, k] flattened to [0, k] has stride 0 in dim 0).
+  const int64_t min_stride = count == 0 ? 0 : 1;
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.strides[i] < min_stride) {
+      fail(op, name,
+           t.str() + ": dim " + std::to_string(i) + " has stride " + std::to_string(t.strides[i]) +
+               (count == 0 ? "; strides must be >= 0" : "; every stride must be >= 1"));
+    }
   }
   if (count == 0) return;  // an empty batch: no memory is read or written, any pointer will do
   const int64_t span = element_span(op, name, t);
@@ -155,8 +160,14 @@ void check_non_overlapping(const char* op, const char* name, const Tensor& t) {
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] > 1) order[static_cast<std::size_t>(dims++)] = i;
   }
-  std::sort(order.begin(), order.begin() + dims,
-            [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  for (int a = 1; a < dims; ++a) {  // insertion sort by stride: at most kMaxRank dims
+    const int dim = order[static_cast<std::size_t>(a)];
+    int b = a;
+    for (; b > 0 && t.strides[order[static_cast<std::size_t>(b - 1)]] > t.strides[dim]; --b) {
+      order[static_cast<std::size_t>(b)] = order[static_cast<std::size_t>(b - 1)];
+    }
+    order[static_cast<std::size_t>(b)] = dim;
+  }
   int64_t extent = 1;
   int short_dim = -1;
   int64_t short_extent = 0;

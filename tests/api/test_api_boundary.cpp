@@ -428,6 +428,17 @@ TEST(ApiBoundary, LinearOfAnEmptyBatchIsValidAndDoesNoWork) {
   linear(x, wt, std::nullopt, out, options);
   EXPECT_EQ(info.backend, "cpu");
   EXPECT_EQ(info.kernel, "none (empty batch)");
+  // An empty view's strides address nothing: torch's [2, 0, 4] flattened to [0, 4] has stride 0
+  // in dim 0. A negative stride is still an error.
+  linear(Tensor::strided(nullptr, DType::f32, kCpu, {0, 4}, {0, 1}), wt, std::nullopt,
+         Tensor::strided(nullptr, DType::f32, kCpu, {0, 3}, {0, 0}), options);
+  EXPECT_EQ(info.kernel, "none (empty batch)");
+  expect_error(
+      [&] {
+        linear(Tensor::strided(nullptr, DType::f32, kCpu, {0, 4}, {-4, 1}), wt, std::nullopt,
+               out);
+      },
+      {"gemmkit::linear: x", "dim 0 has stride -4; strides must be >= 0"});
   // Everything else is still validated.
   expect_error(
       [&] {

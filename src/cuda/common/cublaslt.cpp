@@ -47,7 +47,10 @@ cublasLtHandle_t cublaslt_handle(int device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(mutex);
   cublasLtHandle_t& handle = handles[static_cast<std::size_t>(device)];
-  if (handle == nullptr) GEMMKIT_CUBLASLT_CHECK(cublasLtCreate(&handle));
+  if (handle == nullptr) {
+    const RelaxedCaptureMode relaxed;  // a first call may come inside a capture
+    GEMMKIT_CUBLASLT_CHECK(cublasLtCreate(&handle));
+  }
   return handle;
 }
 

@@ -14,6 +14,14 @@ bool stream_is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  GEMMKIT_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&previous_));
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  cudaThreadExchangeStreamCaptureMode(&previous_);  // best effort: destructors must not throw
+}
+
 DeviceGuard::DeviceGuard(int device) {
   GEMMKIT_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device) {

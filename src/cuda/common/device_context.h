@@ -15,6 +15,21 @@ namespace gemmkit::cuda {
 // cannot be timed, and memory it needs must be allocated in stream order.
 bool stream_is_capturing(cudaStream_t stream);
 
+// Makes this thread's stream-capture mode relaxed while it lives: one-time set-up (a library
+// handle, its host-side plans) may then call APIs that a capture in the default global mode
+// forbids, such as cudaMalloc, during a caller's first call inside a capture, without
+// invalidating it. Work enqueued on a capturing stream is still captured as usual.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode();
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
+
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

@@ -205,11 +205,12 @@ constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kWidenedBiasBytes = std::size_t{16} << 20;
 static_assert(kCublasWorkspaceBytes + kWidenedBiasBytes <= CublasLtScratch::kMaxOwnScratchBytes);
 
-__global__ void widen_bias_kernel(const __nv_bfloat16* bias, int64_t stride, float* out,
-                                  int64_t m) {
+// The bias of 16-bit type T widened to f32 (cuBLASLt takes the bias in the output type).
+template <typename T>
+__global__ void widen_bias_kernel(const T* bias, int64_t stride, float* out, int64_t m) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < m;
        i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = __bfloat162float(bias[i * stride]);
+    out[i] = static_cast<float>(bias[i * stride]);
   }
 }
 
@@ -273,9 +274,14 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
     if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
       // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
       float* widened = reinterpret_cast<float*>(static_cast<char*>(workspace) + lt_bytes);
-      widen_bias_kernel<<<static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024)), 256,
-                          0, stream>>>(static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened,
-                                       p.m);
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024));
+      if (p.x.dtype == DType::f16) {
+        widen_bias_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(p.bias.data), 1,
+                                                      widened, p.m);
+      } else {
+        widen_bias_kernel<<<blocks, 256, 0, stream>>>(
+            static_cast<const __nv_bfloat16*>(p.bias.data), 1, widened, p.m);
+      }
       GEMMKIT_CUDA_CHECK_LAUNCH();
       bias = widened;
     }

@@ -141,6 +141,7 @@ cudnnHandle_t handle_of(DeviceHandle& h, std::string& why) {
   std::lock_guard<std::mutex> lock(h.mutex);
   if (!h.tried) {
     h.tried = true;
+    const RelaxedCaptureMode relaxed;  // a first call may come inside a capture
     const cudnnStatus_t status = cudnnCreate(&h.handle);
     if (status != CUDNN_STATUS_SUCCESS) {
       h.handle = nullptr;
@@ -527,7 +528,9 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
   std::vector<std::shared_ptr<Plan> > candidates;
   std::shared_ptr<Graph> graph;
   if (entry == nullptr || (!entry->final && time_it)) {
-    // Building enqueues nothing: any failure here is "cuDNN cannot serve", not an error.
+    // Building enqueues nothing: any failure here is "cuDNN cannot serve", not an error. It may
+    // allocate (engine set-up), which a capture in global mode would not allow.
+    const RelaxedCaptureMode relaxed;
     try {
       graph = entry != nullptr ? entry->graph : make_graph(handle, q);
       // Timing: the top candidates of heuristic mode A, then mode B's (a slower, more accurate
