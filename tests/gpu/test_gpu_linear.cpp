@@ -304,6 +304,40 @@ TEST(GpuLinear, LargeBatchGoesToCublasLtAndIsClose) {
   }
 }
 
+// cuBLASLt takes the bias in the output type: a 16-bit bias with f32 out is widened first, and
+// each input dtype must be widened as itself (an f16 bias read as bf16 gave wrong sums).
+TEST(GpuLinear, CublasLtWidensEachBiasDtypeForF32Out) {
+  GEMMKIT_REQUIRE_GPU();
+  const int64_t n = 512, m = 128, k = 256;  // n above the family: cuBLASLt
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    const auto x_host = random_host(dtype, n * k, 1.0f, 91);
+    const auto w_host = random_host(dtype, m * k, 1.0f / 16, 92);
+    const auto b_host = random_host(dtype, m, 4.0f, 93);
+    Buffer x = upload(x_host, kGpu), w = upload(w_host, kGpu), b = upload(b_host, kGpu);
+    Buffer out(static_cast<std::size_t>(n * m) * 4, kGpu);
+    out.fill_bytes(0xFF);
+    CallInfo info;
+    LinearOptions options;
+    options.info = &info;
+    linear(Tensor::contiguous(x.data(), dtype, kGpu, {n, k}),
+           Tensor::contiguous(w.data(), dtype, kGpu, {m, k}),
+           Tensor::contiguous(b.data(), dtype, kGpu, {m}),
+           Tensor::contiguous(out.data(), DType::f32, kGpu, {n, m}), options);
+    EXPECT_EQ(info.kernel, "cuda.linear.cublaslt") << dtype_name(dtype);
+    const std::vector<uint8_t> gpu = download(out);
+    std::vector<float> cpu(static_cast<std::size_t>(n * m));
+    linear(Tensor::contiguous(const_cast<uint8_t*>(x_host.data()), dtype, Device::cpu(), {n, k}),
+           Tensor::contiguous(const_cast<uint8_t*>(w_host.data()), dtype, Device::cpu(), {m, k}),
+           Tensor::contiguous(const_cast<uint8_t*>(b_host.data()), dtype, Device::cpu(), {m}),
+           Tensor::contiguous(cpu.data(), DType::f32, Device::cpu(), {n, m}));
+    for (int64_t i = 0; i < n * m; ++i) {
+      const float a = load_as_float(gpu.data(), DType::f32, i);
+      ASSERT_NEAR(a, cpu[static_cast<std::size_t>(i)], 1e-3f * (1.0f + std::fabs(a)))
+          << dtype_name(dtype) << " element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gemmkit
 
