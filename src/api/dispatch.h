@@ -11,21 +11,33 @@ namespace gemmkit::detail {
 // `forced` is the kernel/algorithm option (`option_name` in messages): the CPU backend has one
 // kernel per op, so it accepts only "", "auto" and "reference". `describe` is called only when
 // GEMMKIT_LOG is on.
-template <typename CpuCall, typename CudaCall, typename Describe>
-void run_on_backend(const char* op, const Device& device, const char* option_name,
-                    const std::string& forced, CallInfo& info, CpuCall cpu_call, CudaCall cuda_call,
-                    Describe describe) {
+// The backend-level rules every call meets, whether it runs or not: the CPU backend's forced-kernel
+// rule, and a CUDA device only in a build with the CUDA backend.
+inline void check_backend(const char* op, const Device& device, const char* option_name,
+                          const std::string& forced) {
   if (device.is_cpu()) {
     if (!forced.empty() && forced != "auto" && forced != "reference") {
       fail(op, option_name, "'" + forced + "': the CPU backend has only 'auto' and 'reference'");
     }
+    return;
+  }
+#ifndef GEMMKIT_WITH_CUDA
+  fail(op, "x", "is on " + device.str() + " but this build of gemmkit has no CUDA backend");
+#endif
+}
+
+template <typename CpuCall, typename CudaCall, typename Describe>
+void run_on_backend(const char* op, const Device& device, const char* option_name,
+                    const std::string& forced, CallInfo& info, CpuCall cpu_call, CudaCall cuda_call,
+                    Describe describe) {
+  check_backend(op, device, option_name, forced);
+  if (device.is_cpu()) {
     cpu_call();
   } else {
 #ifdef GEMMKIT_WITH_CUDA
     cuda_call();
 #else
     (void)cuda_call;
-    fail(op, "x", "is on " + device.str() + " but this build of gemmkit has no CUDA backend");
 #endif
   }
   if (log_enabled()) log_call(op, describe(), info);
@@ -37,15 +49,7 @@ void run_on_backend(const char* op, const Device& device, const char* option_nam
 template <typename Describe>
 void finish_empty_call(const char* op, const Device& device, const char* option_name,
                        const std::string& forced, CallInfo& info, Describe describe) {
-  if (device.is_cpu()) {
-    if (!forced.empty() && forced != "auto" && forced != "reference") {
-      fail(op, option_name, "'" + forced + "': the CPU backend has only 'auto' and 'reference'");
-    }
-  } else {
-#ifndef GEMMKIT_WITH_CUDA
-    fail(op, "x", "is on " + device.str() + " but this build of gemmkit has no CUDA backend");
-#endif
-  }
+  check_backend(op, device, option_name, forced);
   info.backend = device.is_cpu() ? "cpu" : "cuda";
   info.kernel = "none (empty batch)";
   info.reason = "n = 0: no output element to compute; nothing was launched";

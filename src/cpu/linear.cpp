@@ -17,6 +17,47 @@
 
 namespace gemmkit::cpu {
 
+namespace {
+
+// One operand of linear (x or w) as fp32 rows of kpad floats: packed whole, once, when `whole` is
+// set up by pack_whole, else the rows a task needs packed into its thread scratch (`slot`).
+class PackedRows {
+ public:
+  PackedRows(const Tensor& t, int64_t k, int64_t kpad, int scratch_slot)
+      : read_(t.data, t.dtype), s0_(t.strides[0]), s1_(t.strides[1]), k_(k), kpad_(kpad),
+        slot_(scratch_slot) {}
+
+  // Packs all `rows` rows once, `block` rows per task.
+  void pack_whole(const char* name, int64_t rows, int64_t block, bool parallel) {
+    whole_ = staging_buffer("linear", name, rows, kpad_);
+    packed_ = true;
+    parallel_for(
+        (rows + block - 1) / block,
+        [&](int64_t b) {
+          const int64_t r0 = b * block, nr = std::min(block, rows - r0);
+          pack_matrix_rows(read_, s0_, s1_, r0, nr, k_, whole_.data() + r0 * kpad_, kpad_);
+        },
+        parallel);
+  }
+
+  // Rows [r0, r0 + nr), from the whole copy or packed now into this thread's scratch.
+  const float* rows(int64_t r0, int64_t nr) const {
+    if (packed_) return whole_.data() + r0 * kpad_;
+    float* scratch = thread_scratch(slot_, nr * kpad_);
+    pack_matrix_rows(read_, s0_, s1_, r0, nr, k_, scratch, kpad_);
+    return scratch;
+  }
+
+ private:
+  ElementReader read_;
+  int64_t s0_, s1_, k_, kpad_;
+  int slot_;
+  bool packed_ = false;
+  std::vector<float> whole_;
+};
+
+}  // namespace
+
 void linear(const detail::LinearProblem& problem, CallInfo& info) {
   const int64_t n = problem.n, m = problem.m, k = problem.k;
   const int64_t kpad = round_up8(k);
@@ -36,7 +77,6 @@ void linear(const detail::LinearProblem& problem, CallInfo& info) {
   const Tensor& x = problem.x;
   const Tensor& w = problem.w;
   const Tensor& out = problem.out;
-  const ElementReader read_x(x.data, x.dtype), read_w(w.data, w.dtype);
   const ElementWriter write_out(out.data, out.dtype);
 
   std::vector<float> bias(static_cast<std::size_t>(m), 0.0f);
@@ -58,36 +98,16 @@ void linear(const detail::LinearProblem& problem, CallInfo& info) {
 
   // x packed once, [n][kpad], unless that copy would exceed kMaxStagedFloats (x is a view whose
   // rows overlap: its logical size is not bounded by its memory); then each task packs its rows.
+  PackedRows xr(x, k, kpad, 2), wr(w, k, kpad, 0);
   const int64_t x_floats = staging_count(n, kpad);
-  const bool pack_x_once = x_floats >= 0 && x_floats <= kMaxStagedFloats;
-  std::vector<float> xp;
-  if (pack_x_once) {
-    xp = staging_buffer("linear", "x", n, kpad);
-    parallel_for(
-        row_blocks,
-        [&](int64_t b) {
-          const int64_t r0 = b * rb, nr = std::min(rb, n - r0);
-          pack_matrix_rows(read_x, x.strides[0], x.strides[1], r0, nr, k, xp.data() + r0 * kpad,
-                           kpad);
-        },
-        parallel && x_floats >= 65536);
+  if (x_floats >= 0 && x_floats <= kMaxStagedFloats) {
+    xr.pack_whole("x", n, rb, parallel && x_floats >= 65536);
   }
-
   // w packed once when several row blocks reuse it (and the copy is bounded, as for x); else
   // per task.
   const int64_t w_floats = staging_count(m, kpad);
-  const bool pack_w_once = row_blocks > 1 && w_floats >= 0 && w_floats <= kMaxStagedFloats;
-  std::vector<float> wp;
-  if (pack_w_once) {
-    wp = staging_buffer("linear", "w", m, kpad);
-    parallel_for(
-        col_blocks,
-        [&](int64_t b) {
-          const int64_t c0 = b * cb, nc = std::min(cb, m - c0);
-          pack_matrix_rows(read_w, w.strides[0], w.strides[1], c0, nc, k, wp.data() + c0 * kpad,
-                           kpad);
-        },
-        parallel);
+  if (row_blocks > 1 && w_floats >= 0 && w_floats <= kMaxStagedFloats) {
+    wr.pack_whole("w", m, cb, parallel);
   }
 
   const int64_t os0 = out.strides[0], os1 = out.strides[1];
@@ -97,22 +117,8 @@ void linear(const detail::LinearProblem& problem, CallInfo& info) {
         const int64_t bc = task / row_blocks, br = task % row_blocks;
         const int64_t r0 = br * rb, nr = std::min(rb, n - r0);
         const int64_t c0 = bc * cb, nc = std::min(cb, m - c0);
-        const float* wblock;
-        if (pack_w_once) {
-          wblock = wp.data() + c0 * kpad;
-        } else {
-          float* scratch = thread_scratch(0, nc * kpad);
-          pack_matrix_rows(read_w, w.strides[0], w.strides[1], c0, nc, k, scratch, kpad);
-          wblock = scratch;
-        }
-        const float* xblock;
-        if (pack_x_once) {
-          xblock = xp.data() + r0 * kpad;
-        } else {
-          float* scratch = thread_scratch(2, nr * kpad);
-          pack_matrix_rows(read_x, x.strides[0], x.strides[1], r0, nr, k, scratch, kpad);
-          xblock = scratch;
-        }
+        const float* wblock = wr.rows(c0, nc);
+        const float* xblock = xr.rows(r0, nr);
         float* sums = thread_scratch(1, nr * nc);
         // One pass over k: measured faster here than k blocking for linear's panels.
         kernels.gemm_block(xblock, kpad, nr, wblock, kpad, nc, kpad, kpad, sums, nc, nullptr);
