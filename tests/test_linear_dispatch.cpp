@@ -543,3 +543,38 @@ TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
 
 }  // namespace
 }  // namespace gemmkit::cuda::linear_family
+
+namespace gemmkit::cuda::linear_family {
+namespace {
+
+TEST(LinearDispatch, ForcedWgmmaVariants) {
+  const LinearShape s = bf16_shape(4096, 4096, 4096);
+  const LinearConfig c128 = select_linear_config(s, kH200, "wgmma", true);
+  EXPECT_EQ(c128.path, LinearPath::wgmma);
+  EXPECT_EQ(c128.name, "wgmma.n128.s6");
+  EXPECT_EQ(c128.tiles, 32 * 32);
+  EXPECT_EQ(c128.grid_x, kH200.multiprocessors);  // persistent: at most one CTA per SM
+  EXPECT_LE(c128.shared_bytes, kH200.shared_optin);
+  const LinearConfig c64 = select_linear_config(bf16_shape(100, 129, 72), kH200, "wgmma.n64", false);
+  EXPECT_EQ(c64.name, "wgmma.n64.s8");
+  EXPECT_EQ(c64.tiles, 2 * 2);
+  EXPECT_EQ(c64.grid_x, 4);
+  // The printed name selects the same config.
+  EXPECT_EQ(select_linear_config(s, kH200, c128.name, true).name, c128.name);
+  LinearShape f16 = s;
+  f16.in = DType::f16;
+  EXPECT_EQ(select_linear_config(f16, kH200, "wgmma.n64", true).path, LinearPath::wgmma);
+  LinearShape f32 = s;
+  f32.in = DType::f32;
+  EXPECT_NE(forced_error(f32, "wgmma").find("bf16 or f16 operands only"), std::string::npos);
+  LinearShape strided = s;
+  strided.tma_compatible = false;
+  EXPECT_NE(forced_error(strided, "wgmma.n128").find("cannot be loaded by TMA"), std::string::npos);
+  EXPECT_NE(forced_error(s, "wgmma.n96").find("unknown wgmma variant"), std::string::npos);
+  LinearDevice ampere = kH200;
+  ampere.sm_major = 8;
+  EXPECT_NE(forced_error(s, "wgmma", ampere).find("sm_90a only"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::linear_family

@@ -37,7 +37,7 @@ struct LinearShape {
   bool tma_compatible = false;  // k % 8 == 0, unit k stride, 16-byte aligned bases and row strides
 };
 
-enum class LinearPath { reference, tma_ring, simt_f32, cublaslt };
+enum class LinearPath { reference, tma_ring, simt_f32, cublaslt, wgmma };
 
 struct LinearConfig {
   LinearPath path = LinearPath::reference;
@@ -49,6 +49,8 @@ struct LinearConfig {
   int batch = 0;  // slices a consumer warp waits for at a time (ring_slice_batch, or .b<N>)
   int consumers = kRingConsumerWarps;  // MMA warps (4; 8 for .w8)
   bool async_fold = true;              // clusters only (see LinearDevice::async_fold)
+  // wgmma: batch rows per tile (the MMA's N; 128 weight rows per tile); stages reuse `stages`
+  int block_n = 0;
   // every kernel path
   int threads = 0;
   int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
@@ -344,6 +346,41 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   return c;
 }
 
+// The wgmma kernel (wgmma_kernel.cuh): tiles of 128 weight rows by `block_n` batch rows, the
+// stages of 64-wide k blocks its shared memory is built with, one persistent CTA per SM at most.
+constexpr int kWgmmaBlockRows = 128;
+inline int wgmma_stages(int block_n) {
+  return block_n == 64 ? 8 : 6;
+}
+inline bool wgmma_block_n_built(int block_n) {
+  return block_n == 64 || block_n == 128;
+}
+inline int64_t wgmma_shared_bytes_host(int block_n, int stages) {
+  return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 + 2 * int64_t{stages} * 8;
+}
+// A wgmma config for sm_90 with `block_n` in {64, 128}, or one with an empty name when the grid
+// or the shared memory does not fit the device.
+inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, int block_n,
+                                 bool pdl) {
+  LinearConfig c;
+  c.path = LinearPath::wgmma;
+  c.pdl = pdl;
+  c.block_n = block_n;
+  c.stages = wgmma_stages(block_n);
+  c.threads = 384;
+  c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
+  c.tiles = c.m_tiles * ceil_div(s.n, block_n);
+  c.grid_x = std::min<int64_t>(c.tiles, d.multiprocessors);
+  c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages);
+  if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
+  // TMA box coordinates are 32-bit: every row index of x and w must fit.
+  if (s.n + block_n > (int64_t{1} << 31) || s.m + kWgmmaBlockRows > (int64_t{1} << 31)) {
+    return LinearConfig{};
+  }
+  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages);
+  return c;
+}
+
 // forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16" (or with a tile:
 // "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve the
 // problem).
@@ -398,6 +435,28 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (s.in == DType::f32) return simt_config(s, d, "forced reference (f32 operands)");
     if (!hopper) reject("the reference kernel is built for sm_90 only");
     return reference_config(s, d, "forced");
+  }
+  if (forced.rfind("wgmma", 0) == 0) {
+    int block_n = 0;
+    if (forced == "wgmma") {
+      block_n = 128;
+    } else if (forced == "wgmma.n64" || forced == "wgmma.n64.s8") {
+      block_n = 64;
+    } else if (forced == "wgmma.n128" || forced == "wgmma.n128.s6") {
+      block_n = 128;
+    } else {
+      reject("unknown wgmma variant; use wgmma, wgmma.n64 or wgmma.n128");
+    }
+    if (!hopper) reject("the wgmma kernel is built for sm_90a only");
+    if (s.in == DType::f32) reject("the wgmma kernel takes bf16 or f16 operands only");
+    if (!s.tma_compatible)
+      reject(
+          "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
+          "required)");
+    LinearConfig c = wgmma_config(s, d, block_n, pdl);
+    if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
+    c.reason = "forced";
+    return c;
   }
   RingName ring;
   const bool ring_name = parse_ring_name(forced, ring);
@@ -455,7 +514,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, "
       "consumer warps, a batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, "
-      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), simt_f32 or cublaslt");
+      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128), simt_f32 "
+      "or cublaslt");
   return LinearConfig{};
 }
 

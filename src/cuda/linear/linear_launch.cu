@@ -21,6 +21,7 @@
 #include "cuda/linear/reference_kernel.cuh"
 #include "cuda/linear/simt_f32_kernel.cuh"
 #include "cuda/linear/tma_ring_kernel.cuh"
+#include "cuda/linear/wgmma_kernel.cuh"
 
 namespace gemmkit::cuda {
 
@@ -195,6 +196,69 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
       throw Error("gemmkit::linear: internal: no ring instance with " + std::to_string(c.stages) +
                   " stages");
   }
+}
+
+// ---- wgmma ---------------------------------------------------------------------------------------
+
+template <typename T, typename Out, int kBN, int kStages>
+void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c,
+                           cudaStream_t stream, int device) {
+  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages>;
+  static_assert(WgmmaSharedLayout<kBN, kStages>::kBytes ==
+                    1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 + 2 * kStages * 8,
+                "wgmma_shared_bytes_host matches the kernel's layout");
+  static std::array<std::atomic<bool>, kMaxDevices> configured{};
+  auto& done = configured[static_cast<std::size_t>(device)];
+  if (!done.load(std::memory_order_acquire)) {
+    GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            WgmmaSharedLayout<kBN, kStages>::kBytes));
+    done.store(true, std::memory_order_release);
+  }
+  const CUtensorMap& w_map =
+      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], kWgmmaBlockM, kWgmmaBlockK);
+  const CUtensorMap w_copy = w_map;  // the per-thread cache may rehash on the next encode
+  const CUtensorMap& x_map =
+      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], kBN, kWgmmaBlockK);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
+  config.blockDim = dim3(kWgmmaThreads);
+  config.dynamicSmemBytes = WgmmaSharedLayout<kBN, kStages>::kBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  if (c.pdl) {
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_copy, x_map, bias,
+                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
+                                        static_cast<Out*>(p.out.data), p.out.strides[0],
+                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename Out>
+void launch_wgmma_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                        int device) {
+  if (c.block_n == 64 && c.stages == 8) return launch_wgmma_instance<T, Out, 64, 8>(p, c, s, device);
+  if (c.block_n == 128 && c.stages == 6) {
+    return launch_wgmma_instance<T, Out, 128, 6>(p, c, s, device);
+  }
+  throw Error("gemmkit::linear: internal: no wgmma instance with block_n " +
+              std::to_string(c.block_n) + " and " + std::to_string(c.stages) + " stages");
+}
+
+void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                  int device) {
+  const bool f32_out = p.out.dtype == DType::f32;
+  if (p.x.dtype == DType::bf16) {
+    return f32_out ? launch_wgmma_typed<__nv_bfloat16, float>(p, c, s, device)
+                   : launch_wgmma_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device);
+  }
+  return f32_out ? launch_wgmma_typed<__half, float>(p, c, s, device)
+                 : launch_wgmma_typed<__half, __half>(p, c, s, device);
 }
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
@@ -394,6 +458,8 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
       return;
     case LinearPath::simt_f32:
       return launch_simt(p, *config, s);
+    case LinearPath::wgmma:
+      return launch_wgmma(p, *config, s, device);
     case LinearPath::reference:
       if (p.x.dtype == DType::bf16) {
         return f32_out ? launch_reference<__nv_bfloat16, float>(p, *config, s)

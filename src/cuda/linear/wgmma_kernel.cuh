@@ -1,0 +1,215 @@
+// linear wgmma kernel: out[n, m] = x[n, k] . w[m, k]^T (+ bias), bf16 or f16 in, fp32 accumulate,
+// sm_90a; the batch-invariant GEMM of the family for batches of a few tiles and more.
+//
+// Contract: evaluates the canonical reduction of canonical.cuh with warpgroup MMAs. Weight rows
+// are the MMA's M side (64 per consumer warpgroup), batch rows its N side (kBN per tile). A
+// slice's partial is the chain of its k16 steps (wgmma m64nNk16) from zero, the first step
+// written without reading the accumulator and steps past the slice's blocks not issued; slice
+// partials fold into the group sum and group sums into the total in the canonical order, in
+// registers (total, group, partial: three accumulator sets). No k split: one CTA reduces all of
+// k for its tile, so the bits never depend on the batch, the grid or the tile position. Elements
+// past k, n or m are TMA zero fill.
+//
+// Structure: one producer warpgroup (one thread issues the TMA loads of 64-wide k blocks of the
+// weight and activation tiles into a ring of kStages stages, 128-byte swizzle) and two consumer
+// warpgroups (64 weight rows each) over a persistent grid: CTA b takes tiles b, b + grid, ...
+// with the weight block fastest. Registers: setmaxnreg gives the consumers 232 and the producer
+// 40. PDL: every thread waits for the preceding grid before the first load.
+// Wins: n from a few tiles up (docs/perf.md): the tensor cores at a large fraction of their
+// rate where the ring's mma.sync tiles are too small, with the family's bits.
+#pragma once
+
+#include <cuda.h>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/linear/canonical.cuh"
+
+namespace gemmkit::cuda::linear_family {
+
+constexpr int kWgmmaBlockM = 128;  // weight rows per tile: two consumer warpgroups of 64
+constexpr int kWgmmaBlockK = 64;   // k per ring stage: one 128-byte swizzled row of 16-bit values
+constexpr int kWgmmaConsumers = 2;
+constexpr int kWgmmaThreads = 128 * (1 + kWgmmaConsumers);
+
+// Shared memory: 1024 bytes of alignment slack, kStages x (weight box 128 x 64, activation box
+// kBN x 64), then full[kStages] and empty[kStages] mbarriers.
+template <int kBN, int kStages>
+struct WgmmaSharedLayout {
+  static constexpr int kWeightBytes = kWgmmaBlockM * kWgmmaBlockK * 2;
+  static constexpr int kActivationBytes = kBN * kWgmmaBlockK * 2;
+  static constexpr int kStageBytes = kWeightBytes + kActivationBytes;
+  static constexpr int kBarrierOffset = kStages * kStageBytes;
+  static constexpr int kBytes = 1024 + kBarrierOffset + 2 * kStages * 8;
+  static_assert(kActivationBytes % 1024 == 0, "swizzled boxes stay 1024-byte aligned");
+};
+
+namespace wgmma_detail {
+
+// The k16 steps of one 64-wide k block (`steps` of them, 1..4) into acc; the first step of a
+// slice (`first`) overwrites acc. The weight operand is this warpgroup's 64-row band.
+template <typename T, int kBN>
+__device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
+                                          const uint8_t* activations, int steps, bool first) {
+  wgmma::fence();
+  if (steps == 4) {  // every block but a slice's tail: straight-line issue
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
+                              wgmma::smem_descriptor_sw128(activations, 32 * j), !(first && j == 0));
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      if (j < steps) {
+        wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
+                                wgmma::smem_descriptor_sw128(activations, 32 * j),
+                                !(first && j == 0));
+      }
+    }
+  }
+  wgmma::commit_group();
+}
+
+template <int kCount>
+__device__ __forceinline__ void add_into(float (&sum)[kCount], const float (&value)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) sum[i] += value[i];
+}
+
+}  // namespace wgmma_detail
+
+template <typename T, typename Out, int kBN, int kStages>
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
+    linear_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,
+                        const __grid_constant__ CUtensorMap x_map, const T* bias,
+                        int64_t bias_stride, Out* out, int64_t out_row_stride,
+                        int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_blocks,
+                        int64_t tiles) {
+  using Layout = WgmmaSharedLayout<kBN, kStages>;
+  constexpr int kRegs = kBN / 2;
+  extern __shared__ __align__(1024) char shared_raw[];
+  // Aligned by an offset from shared_raw, so the compiler keeps the shared address space.
+  uint8_t* shared = reinterpret_cast<uint8_t*>(
+      shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u));
+  uint64_t* full = reinterpret_cast<uint64_t*>(shared + Layout::kBarrierOffset);
+  uint64_t* empty = full + kStages;
+  const auto weight_box = [&](int stage) { return shared + stage * Layout::kStageBytes; };
+  const auto activation_box = [&](int stage) {
+    return shared + stage * Layout::kStageBytes + Layout::kWeightBytes;
+  };
+
+  const int warpgroup = static_cast<int>(threadIdx.x / 128);
+  const int64_t k_blocks = (k + kWgmmaBlockK - 1) / kWgmmaBlockK;
+  const int64_t slices = (k + kSliceK - 1) / kSliceK;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(&full[s], 1);
+      ptx::mbarrier_init(&empty[s], kWgmmaConsumers);
+    }
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+  ptx::grid_dependency_wait();
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x != 0) return;
+    ptx::prefetch_tensor_map(&w_map);
+    ptx::prefetch_tensor_map(&x_map);
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const auto m0 = static_cast<int32_t>((tile % m_blocks) * kWgmmaBlockM);
+      const auto n0 = static_cast<int32_t>((tile / m_blocks) * kBN);
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        ptx::mbarrier_wait(&empty[stage], phase ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&full[stage], Layout::kStageBytes);
+        const auto k0 = static_cast<int32_t>(kb * kWgmmaBlockK);
+        ptx::tma_load_2d(weight_box(stage), &w_map, &full[stage], k0, m0);
+        ptx::tma_load_2d(activation_box(stage), &x_map, &full[stage], k0, n0);
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int consumer = warpgroup - 1;
+  const int t = static_cast<int>(threadIdx.x % 128);
+  const int warp = t / 32, lane = t % 32;
+  float total[kRegs], group[kRegs], partial[kRegs];
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
+    const int64_t n0 = (tile / m_blocks) * kBN;
+    for (int64_t s = 0; s < slices; ++s) {
+      const int blocks = slice_blocks(k, s);
+      // The slice's one or two k blocks, then wait for its MMAs and free their stages.
+      const int first_stage = stage;
+      int used = 0;
+      for (int h = 0; h < 2; ++h) {
+        if (2 * s + h >= k_blocks) break;
+        ptx::mbarrier_wait(&full[stage], phase);
+        const uint8_t* band = weight_box(stage) + consumer * 64 * 128;
+        const int steps = min(4, blocks - 4 * h);
+        if (s == 0) {
+          wgmma_detail::mma_block<T, kBN>(total, band, activation_box(stage), steps, h == 0);
+        } else if (s % kGroupSlices == 0) {
+          wgmma_detail::mma_block<T, kBN>(group, band, activation_box(stage), steps, h == 0);
+        } else {
+          wgmma_detail::mma_block<T, kBN>(partial, band, activation_box(stage), steps, h == 0);
+        }
+        ++used;
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      wgmma::wait_group<0>();
+      wgmma::fence_registers(total);
+      wgmma::fence_registers(group);
+      wgmma::fence_registers(partial);
+      if (t == 0) {
+        ptx::mbarrier_arrive(&empty[first_stage]);
+        if (used == 2) ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
+      }
+      if (s % kGroupSlices != 0) {
+        if (s < kGroupSlices) {
+          wgmma_detail::add_into(total, partial);
+        } else {
+          wgmma_detail::add_into(group, partial);
+        }
+      }
+      const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == slices - 1;
+      if (group_ends && s >= kGroupSlices) wgmma_detail::add_into(total, group);
+    }
+    // Epilogue: bias, one rounding, stores of the in-range elements.
+    const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
+    float bias_value[2] = {0.f, 0.f};
+    if (bias != nullptr) {
+      if (row0 < m) bias_value[0] = widen(bias[row0 * bias_stride]);
+      if (row0 + 8 < m) bias_value[1] = widen(bias[(row0 + 8) * bias_stride]);
+    }
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int64_t row = row0 + 8 * (r / 2);
+        const int64_t col = n0 + 8 * j + 2 * (lane % 4) + (r % 2);  // batch row
+        if (row < m && col < n) {
+          float value = total[4 * j + r];
+          if (bias != nullptr) value += bias_value[r / 2];
+          store_output(out, col * out_row_stride + row * out_col_stride, value);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gemmkit::cuda::linear_family
