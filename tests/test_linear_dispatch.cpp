@@ -571,6 +571,18 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
   strided.tma_compatible = false;
   EXPECT_NE(forced_error(strided, "wgmma.n128").find("cannot be loaded by TMA"), std::string::npos);
   EXPECT_NE(forced_error(s, "wgmma.n96").find("unknown wgmma variant"), std::string::npos);
+  EXPECT_NE(forced_error(s, "wgmma.n128.s4").find("unknown wgmma variant"), std::string::npos);
+  const LinearConfig shared = select_linear_config(s, kH200, "wgmma.n128.ts", true);
+  EXPECT_EQ(shared.name, "wgmma.n128.s5.ts");
+  EXPECT_TRUE(shared.total_in_shared);
+  EXPECT_LE(shared.shared_bytes, kH200.shared_optin);
+  EXPECT_EQ(select_linear_config(s, kH200, "wgmma.n64.ts", true).name, "wgmma.n64.s8.ts");
+  const LinearConfig wide = select_linear_config(s, kH200, "wgmma.n192.st", true);
+  EXPECT_EQ(wide.name, "wgmma.n192.s3.ts.st");
+  EXPECT_TRUE(wide.stagger);
+  EXPECT_LE(wide.shared_bytes, kH200.shared_optin);
+  EXPECT_EQ(select_linear_config(s, kH200, wide.name, true).name, wide.name);
+  EXPECT_EQ(select_linear_config(s, kH200, "wgmma.n128.st", true).name, "wgmma.n128.s6.st");
   LinearDevice ampere = kH200;
   ampere.sm_major = 8;
   EXPECT_NE(forced_error(s, "wgmma", ampere).find("sm_90a only"), std::string::npos);
