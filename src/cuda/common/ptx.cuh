@@ -151,11 +151,6 @@ __device__ __forceinline__ void store_cluster_async_v4(uint32_t remote, float4 v
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-// Arrives on hardware barrier `id` without waiting (the waiting side uses named_barrier_sync with
-// the same thread count).
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // ---- ldmatrix ----------------------------------------------------------------------------------
 // Four (two) 8x8 16-bit matrices from shared memory; lane l supplies the 16-byte row address of

@@ -51,8 +51,6 @@ struct LinearConfig {
   bool async_fold = true;              // clusters only (see LinearDevice::async_fold)
   // wgmma: batch rows per tile (the MMA's N; 128 weight rows per tile); stages reuse `stages`
   int block_n = 0;
-  bool total_in_shared = false;
-  bool stagger = false;  // the second consumer warpgroup starts one slice after the first
   // every kernel path
   int threads = 0;
   int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
@@ -348,34 +346,19 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   return c;
 }
 
-// The wgmma kernel (wgmma_kernel.cuh): tiles of 128 weight rows by `block_n` batch rows, the
-// tile's total in registers or in shared memory (`total_in_shared`: the slice partials then
-// double-buffer), the stages of 64-wide k blocks that fit beside it, one persistent CTA per SM at
-// most.
+// The wgmma kernel (wgmma_kernel.cuh): tiles of 128 weight rows by `block_n` batch rows (64 or
+// 128), the stages of 64-wide k blocks its shared memory is built with, at most one persistent CTA
+// per SM.
 constexpr int kWgmmaBlockRows = 128;
-inline int wgmma_stages(int block_n, bool total_in_shared) {
-  if (block_n == 192) return 3;  // beside its 96 KiB total
-  if (block_n == 64) return total_in_shared ? 8 : 8;
-  return total_in_shared ? 5 : 6;
+inline int wgmma_stages(int block_n) {
+  return block_n == 64 ? 8 : 6;
 }
-// Built: n64 and n128 with the total in registers or in shared memory, n192 in shared memory.
-inline bool wgmma_variant_built(int block_n, bool total_in_shared) {
-  return block_n == 64 || block_n == 128 || (block_n == 192 && total_in_shared);
+inline int64_t wgmma_shared_bytes_host(int block_n, int stages) {
+  return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 + 2 * int64_t{stages} * 8;
 }
-inline int64_t wgmma_shared_bytes_host(int block_n, int stages, bool total_in_shared) {
-  return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 +
-         (total_in_shared ? int64_t{kWgmmaBlockRows} * block_n * 4 : 0) + 2 * int64_t{stages} * 8;
-}
-// A forced wgmma name as the names print: "wgmma[.n<block_n>][.s<stages>][.ts]" (.ts: total in
-// shared memory). Stages, when given, must be the ones the variant is built with.
-struct WgmmaName {
-  int block_n = 128;
-  int stages = 0;
-  bool total_in_shared = false;
-  bool stagger = false;
-};
-inline bool parse_wgmma_name(const std::string& name, WgmmaName& out) {
-  WgmmaName w;
+// A forced wgmma name as the names print: "wgmma[.n64|.n128][.s<stages>]"; block_n 0 is chosen as
+// auto would (wgmma_block_n), stages when given must be the ones the variant is built with.
+inline bool parse_wgmma_name(const std::string& name, int& block_n) {
   std::size_t at = 0;
   const auto literal = [&](const char* text) {
     const std::string t(text);
@@ -384,53 +367,43 @@ inline bool parse_wgmma_name(const std::string& name, WgmmaName& out) {
     return true;
   };
   if (!literal("wgmma")) return false;
+  int b = 0;
   if (literal(".n128")) {
-    w.block_n = 128;
-  } else if (literal(".n192")) {
-    w.block_n = 192;
-    w.total_in_shared = true;
+    b = 128;
   } else if (literal(".n64")) {
-    w.block_n = 64;
+    b = 64;
   }
-  if (name.compare(at, 2, ".s") == 0 && at + 2 < name.size() && name[at + 2] >= '0' &&
-      name[at + 2] <= '9') {
-    at += 2;
-    std::size_t end = at;
-    while (end < name.size() && end - at < 2 && name[end] >= '0' && name[end] <= '9') ++end;
-    if (end == at) return false;
-    w.stages = std::stoi(name.substr(at, end - at));
-    at = end;
-  }
-  if (literal(".ts")) w.total_in_shared = true;
-  if (literal(".st")) w.stagger = true;
+  if (b != 0 && literal(".s") && !literal(b == 64 ? "8" : "6")) return false;
   if (at != name.size()) return false;
-  if (!wgmma_variant_built(w.block_n, w.total_in_shared)) return false;
-  if (w.stages != 0 && w.stages != wgmma_stages(w.block_n, w.total_in_shared)) return false;
-  out = w;
+  block_n = b;
   return true;
+}
+// Batch rows per tile: 64 up to n = 256 (more, smaller tiles keep more SMs busy: 256 x 4096 x 4096
+// took 32.4 us at n64 against 68.5 at n128 with pairs of CTAs, H200), 128 above (512 x 4096 x 4096:
+// 34.5 against 55.0 us; docs/perf.md).
+inline int wgmma_block_n(int64_t n) {
+  return n <= 256 ? 64 : 128;
 }
 // A wgmma config for sm_90 with `block_n` in {64, 128}, or one with an empty name when the grid
 // or the shared memory does not fit the device.
 inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, int block_n,
-                                 bool total_in_shared, bool pdl) {
+                                 bool pdl) {
   LinearConfig c;
   c.path = LinearPath::wgmma;
   c.pdl = pdl;
   c.block_n = block_n;
-  c.total_in_shared = total_in_shared;
-  c.stages = wgmma_stages(block_n, total_in_shared);
+  c.stages = wgmma_stages(block_n);
   c.threads = 384;
   c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
   c.tiles = c.m_tiles * ceil_div(s.n, block_n);
   c.grid_x = std::min<int64_t>(c.tiles, d.multiprocessors);
-  c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages, total_in_shared);
+  c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages);
   if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
   // TMA box coordinates are 32-bit: every row index of x and w must fit.
   if (s.n + block_n > (int64_t{1} << 31) || s.m + kWgmmaBlockRows > (int64_t{1} << 31)) {
     return LinearConfig{};
   }
-  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages) +
-           (total_in_shared ? ".ts" : "");
+  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages);
   return c;
 }
 
@@ -490,11 +463,9 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return reference_config(s, d, "forced");
   }
   if (forced.rfind("wgmma", 0) == 0) {
-    WgmmaName wg;
-    if (!parse_wgmma_name(forced, wg)) {
-      reject(
-          "unknown wgmma variant; use wgmma, wgmma.n64, wgmma.n128 (optionally with .ts: the total "
-          "in shared memory) or wgmma.n192, then optionally .st (staggered consumers)");
+    int block_n = 0;
+    if (!parse_wgmma_name(forced, block_n)) {
+      reject("unknown wgmma variant; use wgmma, wgmma.n64 or wgmma.n128");
     }
     if (!hopper) reject("the wgmma kernel is built for sm_90a only");
     if (s.in == DType::f32) reject("the wgmma kernel takes bf16 or f16 operands only");
@@ -502,12 +473,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
       reject(
           "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
           "required)");
-    LinearConfig c = wgmma_config(s, d, wg.block_n, wg.total_in_shared, pdl);
+    LinearConfig c = wgmma_config(s, d, block_n != 0 ? block_n : wgmma_block_n(s.n), pdl);
     if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
-    if (wg.stagger) {
-      c.stagger = true;
-      c.name += ".st";
-    }
     c.reason = "forced";
     return c;
   }

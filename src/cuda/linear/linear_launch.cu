@@ -200,31 +200,29 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 
 // ---- wgmma ---------------------------------------------------------------------------------------
 
-template <typename T, typename Out, int kBN, int kStages, bool kTotalInShared>
+template <typename T, typename Out, int kBN, int kStages>
 void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c,
                            cudaStream_t stream, int device) {
-  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages, kTotalInShared>;
-  using Layout = WgmmaSharedLayout<kBN, kStages, kTotalInShared>;
+  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages>;
+  using Layout = WgmmaSharedLayout<kBN, kStages>;
+  static_assert(Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 +
+                                      2 * kStages * 8,
+                "wgmma_shared_bytes_host matches the kernel's layout");
   static std::array<std::atomic<bool>, kMaxDevices> configured{};
   auto& done = configured[static_cast<std::size_t>(device)];
   if (!done.load(std::memory_order_acquire)) {
-    GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            Layout::kBytes));
+    GEMMKIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
     done.store(true, std::memory_order_release);
   }
-  const CUtensorMap& w_map =
+  const CUtensorMap w_map =  // a copy: the per-thread cache may reuse the slot on the next encode
       tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], kWgmmaBlockM, kWgmmaBlockK);
-  const CUtensorMap w_copy = w_map;  // the per-thread cache may rehash on the next encode
   const CUtensorMap& x_map =
       tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], kBN, kWgmmaBlockK);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
   config.blockDim = dim3(kWgmmaThreads);
   config.dynamicSmemBytes = Layout::kBytes;
-  if (static_cast<int64_t>(Layout::kBytes) != c.shared_bytes) {
-    throw Error("gemmkit::linear: internal: wgmma shared memory " + std::to_string(c.shared_bytes) +
-                " planned, " + std::to_string(Layout::kBytes) + " built");
-  }
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   if (c.pdl) {
@@ -234,28 +232,18 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
     config.numAttrs = 1;
   }
   const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_copy, x_map, bias,
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
                                         p.has_bias ? p.bias.strides[0] : int64_t{0},
                                         static_cast<Out*>(p.out.data), p.out.strides[0],
-                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles,
-                                        c.stagger));
+                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
   GEMMKIT_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T, typename Out>
 void launch_wgmma_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                         int device) {
-  if (c.block_n == 64) {
-    return c.total_in_shared ? launch_wgmma_instance<T, Out, 64, 8, true>(p, c, s, device)
-                             : launch_wgmma_instance<T, Out, 64, 8, false>(p, c, s, device);
-  }
-  if (c.block_n == 128) {
-    return c.total_in_shared ? launch_wgmma_instance<T, Out, 128, 5, true>(p, c, s, device)
-                             : launch_wgmma_instance<T, Out, 128, 6, false>(p, c, s, device);
-  }
-  if (c.block_n == 192 && c.total_in_shared) {
-    return launch_wgmma_instance<T, Out, 192, 3, true>(p, c, s, device);
-  }
+  if (c.block_n == 64) return launch_wgmma_instance<T, Out, 64, 8>(p, c, s, device);
+  if (c.block_n == 128) return launch_wgmma_instance<T, Out, 128, 6>(p, c, s, device);
   throw Error("gemmkit::linear: internal: no wgmma instance with block_n " +
               std::to_string(c.block_n));
 }

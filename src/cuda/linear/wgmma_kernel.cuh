@@ -1,22 +1,24 @@
 // linear wgmma kernel: out[n, m] = x[n, k] . w[m, k]^T (+ bias), bf16 or f16 in, fp32 accumulate,
-// sm_90a; the batch-invariant GEMM of the family for batches of a few tiles and more.
+// sm_90a; the batch-invariant GEMM of the family for batches beyond the ring's.
 //
-// Contract: evaluates the canonical reduction of canonical.cuh with warpgroup MMAs. Weight rows
-// are the MMA's M side (64 per consumer warpgroup), batch rows its N side (kBN per tile). A
-// slice's partial is the chain of its k16 steps (wgmma m64nNk16) from zero, the first step
-// written without reading the accumulator and steps past the slice's blocks not issued; slice
-// partials fold into the group sum and group sums into the total in the canonical order, in
-// registers (total, group, partial: three accumulator sets). No k split: one CTA reduces all of
-// k for its tile, so the bits never depend on the batch, the grid or the tile position. Elements
-// past k, n or m are TMA zero fill.
+// Contract: evaluates the canonical reduction of canonical.cuh with warpgroup MMAs (the k16 step
+// of wgmma rounds as mma.sync's does: the GPU tests check the bits against the reference kernel).
+// Weight rows are the MMA's M side (64 per consumer warpgroup), batch rows its N side (kBN per
+// tile). A slice's partial is the chain of its k16 steps (wgmma m64nNk16) from zero, the first
+// step written without reading the accumulator and steps past the slice's blocks not issued;
+// slice partials fold into the group sum and group sums into the total in the canonical order, in
+// registers (total, group, partial: three accumulator sets, so a tile is at most 128 x 128). No k
+// split: one CTA reduces all of k for its tile, so the bits never depend on the batch, the grid or
+// the tile position. Elements past k, n or m are TMA zero fill; k < 2^31, rows < 2^31.
 //
 // Structure: one producer warpgroup (one thread issues the TMA loads of 64-wide k blocks of the
 // weight and activation tiles into a ring of kStages stages, 128-byte swizzle) and two consumer
 // warpgroups (64 weight rows each) over a persistent grid: CTA b takes tiles b, b + grid, ...
-// with the weight block fastest. Registers: setmaxnreg gives the consumers 232 and the producer
-// 40. PDL: every thread waits for the preceding grid before the first load.
-// Wins: n from a few tiles up (docs/perf.md): the tensor cores at a large fraction of their
-// rate where the ring's mma.sync tiles are too small, with the family's bits.
+// with the weight block fastest. Each slice's MMAs complete (wait_group 0) before its partial is
+// folded and its stages are freed. Registers: setmaxnreg gives the consumers 240 and the producer
+// 24. PDL: every thread waits for the preceding grid before the first load.
+// Wins: batches of a few tiles and more where bits must not depend on the batch (docs/perf.md
+// has its speed against cuBLASLt); cuBLASLt is faster but outside the contract.
 #pragma once
 
 #include <cuda.h>
@@ -33,16 +35,13 @@ constexpr int kWgmmaConsumers = 2;
 constexpr int kWgmmaThreads = 128 * (1 + kWgmmaConsumers);
 
 // Shared memory: 1024 bytes of alignment slack, kStages x (weight box 128 x 64, activation box
-// kBN x 64), the tile's fp32 total when it lives in shared memory (each thread's own values,
-// [value / 4][thread] as float4), then full[kStages] and empty[kStages] mbarriers.
-template <int kBN, int kStages, bool kTotalInShared = false>
+// kBN x 64), then full[kStages] and empty[kStages] mbarriers.
+template <int kBN, int kStages>
 struct WgmmaSharedLayout {
   static constexpr int kWeightBytes = kWgmmaBlockM * kWgmmaBlockK * 2;
   static constexpr int kActivationBytes = kBN * kWgmmaBlockK * 2;
   static constexpr int kStageBytes = kWeightBytes + kActivationBytes;
-  static constexpr int kTotalOffset = kStages * kStageBytes;
-  static constexpr int kTotalBytes = kTotalInShared ? kWgmmaBlockM * kBN * 4 : 0;
-  static constexpr int kBarrierOffset = kTotalOffset + kTotalBytes;
+  static constexpr int kBarrierOffset = kStages * kStageBytes;
   static constexpr int kBytes = 1024 + kBarrierOffset + 2 * kStages * 8;
   static_assert(kActivationBytes % 1024 == 0, "swizzled boxes stay 1024-byte aligned");
 };
@@ -80,39 +79,16 @@ __device__ __forceinline__ void add_into(float (&sum)[kCount], const float (&val
   for (int i = 0; i < kCount; ++i) sum[i] += value[i];
 }
 
-// sum = value (first) or sum + value: one step of a left fold.
-template <int kCount>
-__device__ __forceinline__ void fold_into(float (&sum)[kCount], const float (&value)[kCount],
-                                          bool first) {
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) sum[i] = first ? value[i] : sum[i] + value[i];
-}
-
-// The same step on this thread's total in shared memory (float4 chunks, 128 threads apart).
-template <int kCount>
-__device__ __forceinline__ void fold_into_shared(float4* total, const float (&value)[kCount],
-                                                 bool first) {
-#pragma unroll
-  for (int i = 0; i < kCount / 4; ++i) {
-    float4 t = make_float4(value[4 * i], value[4 * i + 1], value[4 * i + 2], value[4 * i + 3]);
-    if (!first) {
-      const float4 old = total[i * 128];
-      t = make_float4(old.x + t.x, old.y + t.y, old.z + t.z, old.w + t.w);
-    }
-    total[i * 128] = t;
-  }
-}
-
 }  // namespace wgmma_detail
 
-template <typename T, typename Out, int kBN, int kStages, bool kTotalInShared>
+template <typename T, typename Out, int kBN, int kStages>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     linear_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,
                         const __grid_constant__ CUtensorMap x_map, const T* bias,
                         int64_t bias_stride, Out* out, int64_t out_row_stride,
                         int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_blocks,
-                        int64_t tiles, bool stagger) {
-  using Layout = WgmmaSharedLayout<kBN, kStages, kTotalInShared>;
+                        int64_t tiles) {
+  using Layout = WgmmaSharedLayout<kBN, kStages>;
   constexpr int kRegs = kBN / 2;
   extern __shared__ __align__(1024) char shared_raw[];
   // Aligned by an offset from shared_raw, so the compiler keeps the shared address space.
@@ -124,7 +100,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const auto activation_box = [&](int stage) {
     return shared + stage * Layout::kStageBytes + Layout::kWeightBytes;
   };
-
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
   // k < 2^31 (the TMA rule the planner checks): the reduction's counters are 32-bit.
   const int k_blocks = static_cast<int>((k + kWgmmaBlockK - 1) / kWgmmaBlockK);
@@ -171,32 +146,58 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int warp = t / 32, lane = t % 32;
   int stage = 0;
   uint32_t phase = 0;
-  // Issues the one or two k blocks of slice s into acc; returns how many stages it used.
+  // Issues the one or two k blocks of slice s into acc as one commit group; returns the stages
+  // it used.
   const auto issue_slice = [&](float(&acc)[kRegs], int s) {
-    const int blocks = slice_blocks(k, s);
     int used = 0;
-    for (int h = 0; h < 2; ++h) {
-      if (2 * s + h >= k_blocks) break;
+    for (int h = 0; h < 2 && 2 * s + h < k_blocks; ++h) {
       ptx::mbarrier_wait(&full[stage], phase);
       wgmma_detail::mma_block<T, kBN>(acc, weight_box(stage) + consumer * 64 * 128,
-                                      activation_box(stage), min(4, blocks - 4 * h), h == 0);
+                                      activation_box(stage), min(4, slice_blocks(k, s) - 4 * h),
+                                      h == 0);
       ++used;
       if (++stage == kStages) {
         stage = 0;
         phase ^= 1;
       }
     }
-    wgmma::commit_group();  // one group per slice
+    wgmma::commit_group();
     return used;
   };
-  const auto release = [&](int first_stage, int used) {
-    if (t == 0) {
-      ptx::mbarrier_arrive(&empty[first_stage]);
-      if (used == 2) ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
+  float total[kRegs], group[kRegs], partial[kRegs];
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int s = 0; s < slices; ++s) {
+      const int first_stage = stage;
+      int used;
+      if (s == 0) {
+        used = issue_slice(total, s);
+      } else if (s % kGroupSlices == 0) {
+        used = issue_slice(group, s);
+      } else {
+        used = issue_slice(partial, s);
+      }
+      wgmma::wait_group<0>();
+      wgmma::fence_registers(total);
+      wgmma::fence_registers(group);
+      wgmma::fence_registers(partial);
+      if (t == 0) {
+        ptx::mbarrier_arrive(&empty[first_stage]);
+        if (used == 2) ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
+      }
+      if (s % kGroupSlices != 0) {
+        if (s < kGroupSlices) {
+          wgmma_detail::add_into(total, partial);
+        } else {
+          wgmma_detail::add_into(group, partial);
+        }
+      }
+      const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == slices - 1;
+      if (group_ends && s >= kGroupSlices) wgmma_detail::add_into(total, group);
     }
-  };
-  const auto epilogue = [&](int64_t m0, int64_t n0, const auto& total_at) {
-    // Bias, one rounding, stores of the in-range elements.
+    // Epilogue: bias, one rounding, stores of the in-range elements (each warp's stores fill
+    // whole 32-byte sectors of f32 output rows).
+    const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
+    const int64_t n0 = (tile / m_blocks) * kBN;
     const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
     float bias_value[2] = {0.f, 0.f};
     if (bias != nullptr) {
@@ -205,88 +206,16 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     }
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
-      const float4 v = total_at(j);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int64_t row = row0 + 8 * (r / 2);
         const int64_t col = n0 + 8 * j + 2 * (lane % 4) + (r % 2);  // batch row
         if (row < m && col < n) {
-          float value = r == 0 ? v.x : r == 1 ? v.y : r == 2 ? v.z : v.w;
+          float value = total[4 * j + r];
           if (bias != nullptr) value += bias_value[r / 2];
           store_output(out, col * out_row_stride + row * out_col_stride, value);
         }
       }
-    }
-  };
-
-  if constexpr (!kTotalInShared) {
-    // Total, group sum and slice partial in registers; each slice's MMAs complete before its
-    // partial is folded, and the other consumer warpgroup keeps the tensor cores busy meanwhile.
-    float total[kRegs], group[kRegs], partial[kRegs];
-    bool first_slice = true;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      for (int s = 0; s < slices; ++s) {
-        const int first_stage = stage;
-        int used;
-        if (s == 0) {
-          // Staggered start: the second warpgroup issues its first slice after the first one, so
-          // that one drains while the other's MMAs run.
-          if (stagger && first_slice && consumer == 1) ptx::named_barrier_sync(1, 256);
-          used = issue_slice(total, s);
-          if (stagger && first_slice && consumer == 0) ptx::named_barrier_arrive(1, 256);
-          first_slice = false;
-        } else if (s % kGroupSlices == 0) {
-          used = issue_slice(group, s);
-        } else {
-          used = issue_slice(partial, s);
-        }
-        wgmma::wait_group<0>();
-        wgmma::fence_registers(total);
-        wgmma::fence_registers(group);
-        wgmma::fence_registers(partial);
-        release(first_stage, used);
-        if (s % kGroupSlices != 0) {
-          if (s < kGroupSlices) {
-            wgmma_detail::add_into(total, partial);
-          } else {
-            wgmma_detail::add_into(group, partial);
-          }
-        }
-        const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == slices - 1;
-        if (group_ends && s >= kGroupSlices) wgmma_detail::add_into(total, group);
-      }
-      epilogue((tile % m_blocks) * kWgmmaBlockM, (tile / m_blocks) * kBN, [&](int j) {
-        return make_float4(total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]);
-      });
-    }
-  } else {
-    // The total lives in shared memory (touched once per group, each thread its own values), so
-    // the registers hold only the group sum and the slice partial: tiles up to 128 x 192.
-    float4* total = reinterpret_cast<float4*>(shared + Layout::kTotalOffset) +
-                    consumer * (kRegs / 4) * 128 + t;
-    float group[kRegs], partial[kRegs];
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      for (int s = 0; s < slices; ++s) {
-        const int first_stage = stage;
-        const bool first_in_group = s % kGroupSlices == 0;
-        if (stagger && s == 0 && tile == blockIdx.x && consumer == 1) {
-          ptx::named_barrier_sync(1, 256);
-        }
-        const int used = first_in_group ? issue_slice(group, s) : issue_slice(partial, s);
-        if (stagger && s == 0 && tile == blockIdx.x && consumer == 0) {
-          ptx::named_barrier_arrive(1, 256);
-        }
-        wgmma::wait_group<0>();
-        wgmma::fence_registers(group);
-        wgmma::fence_registers(partial);
-        release(first_stage, used);
-        if (!first_in_group) wgmma_detail::add_into(group, partial);
-        if (s % kGroupSlices == kGroupSlices - 1 || s == slices - 1) {
-          wgmma_detail::fold_into_shared(total, group, s < kGroupSlices);
-        }
-      }
-      epilogue((tile % m_blocks) * kWgmmaBlockM, (tile / m_blocks) * kBN,
-               [&](int j) { return total[j * 128]; });
     }
   }
 }
