@@ -166,6 +166,15 @@ struct ConvOptions {
   // Algorithm to force: "" = GEMMKIT_CONV_ALGO if set, else "auto".
   std::string algo;
   CallInfo* info = nullptr;
+  // Deterministic mode of the CUDA backend: -1 = GEMMKIT_DETERMINISTIC (default off), 0 = off,
+  // 1 = on; any other value is an error (on every device). Off, a call's bits are the same on
+  // every run within a process once its shape's choice is made, but a first call may time paths
+  // against each other, so two processes can choose, and return, differently. On, every choice
+  // (path, kernel, cuDNN engine) is a pure function of the problem, the options and the device:
+  // the bits depend on nothing but those and the versions of gemmkit, cuDNN and cuBLASLt; a path
+  // that fails for a reason the process's state decides (memory, say) throws instead of falling
+  // back. The CPU backend is deterministic in both modes. docs/conv.md#determinism.
+  int deterministic = -1;
 };
 
 void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,

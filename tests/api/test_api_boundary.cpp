@@ -386,6 +386,23 @@ TEST(ApiBoundary, LinearPdlMustBeOneOfTheDocumentedValues) {
   }
 }
 
+TEST(ApiBoundary, ConvDeterministicMustBeOneOfTheDocumentedValues) {
+  ConvCase c;
+  for (const int deterministic : {-1, 0, 1}) {
+    ConvOptions options;
+    options.deterministic = deterministic;
+    conv(c.xt(), c.wt(), std::nullopt, c.outt(), ConvParams{}, options);
+  }
+  for (const int deterministic : {7, -2, 2}) {
+    ConvOptions options;
+    options.deterministic = deterministic;
+    const std::string value = "options.deterministic " + std::to_string(deterministic);
+    expect_error(
+        [&] { conv(c.xt(), c.wt(), std::nullopt, c.outt(), ConvParams{}, options); },
+        {"gemmkit::conv", value.c_str(), "-1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)"});
+  }
+}
+
 TEST(ApiBoundary, MessagesHaveOneStyle) {
   ConvCase c;
   ConvParams p;

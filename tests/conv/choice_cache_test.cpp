@@ -94,8 +94,12 @@ TEST(ConvChoiceCache, EqualKeysMeanEqualChoices) {
   std::map<std::size_t, std::vector<std::pair<ConvChoiceKey, std::string>>> by_hash;
   int problems = 0, distinct = 0;
   const DeviceDescription devices[] = {h200(true), h200(false)};
-  const ConvRequest requests[] = {request(), request("direct"), request("", 1 << 20),
-                                  request("", -1, "cuda")};
+  const ConvRequest requests[] = {request(),
+                                  request("direct"),
+                                  request("", 1 << 20),
+                                  request("", -1, "cuda"),
+                                  resolve("", "", -1, "", "", "", "", 1),
+                                  resolve("", "", -1, "", "", "", "", -1, "1")};
   for (const Spec& spec : shapes()) {
     for (const uintptr_t offset :
          {0u, 2u, 4u, 8u, 16u, 24u, 32u, 40u, 64u, 128u, 256u, 4096u + 8u}) {
@@ -154,6 +158,14 @@ TEST(ConvChoiceCache, KeyTellsApartWhatSelectionReads) {
   ConvRequest no_cudnn = request();
   no_cudnn.cudnn_in_auto = false;
   EXPECT_FALSE(base == conv_choice_key(p, dev, 0, no_cudnn));
+  // Deterministic mode, by the option or the environment (the reasons say which).
+  const ConvChoiceKey det = conv_choice_key(p, dev, 0, resolve("", "", -1, "", "", "", "", 1));
+  const ConvChoiceKey det_env =
+      conv_choice_key(p, dev, 0, resolve("", "", -1, "", "", "", "", -1, "1"));
+  EXPECT_FALSE(base == det);
+  EXPECT_FALSE(base == det_env);
+  EXPECT_FALSE(det == det_env);
+  EXPECT_EQ(base, conv_choice_key(p, dev, 0, resolve("", "", -1, "", "", "", "", 0, "1")));
   ConvProblem flipped = p;
   flipped.flip = true;
   EXPECT_FALSE(base == conv_choice_key(flipped, dev, 0, request()));

@@ -28,13 +28,16 @@ using gemmkit_test::Spec;
 // sm_90, 132 SMs, 227 KiB of opt-in shared memory per block, 228 KiB per SM, CUDA's grid limits.
 inline const DeviceDescription kH200{};
 
-// The request that the options (algo: "" = not set; workspace_bytes: < 0 = not set) and the
-// environment's values ("" = not set) give.
+// The request that the options (algo: "" = not set; workspace_bytes, deterministic: < 0 = not
+// set) and the environment's values ("" = not set) give.
 inline ConvRequest resolve(const std::string& option_algo, const std::string& env_algo,
                            int64_t option_workspace, const std::string& env_workspace_mb,
                            const std::string& env_cudnn = "", const std::string& env_small_o = "",
-                           const std::string& env_depthwise = "") {
+                           const std::string& env_depthwise = "", int option_deterministic = -1,
+                           const std::string& env_deterministic = "") {
   ConvRequestSettings s;
+  s.option_deterministic = option_deterministic;
+  s.env_deterministic = env_deterministic;
   s.option_algo = option_algo;
   s.env_algo = env_algo;
   s.option_workspace = option_workspace;

@@ -536,6 +536,8 @@ void fuzz_conv(FuzzedDataProvider& fdp, bool hostile) {
     options.algo = fdp.PickValueInArray(kAlgos);
     valid =
         valid && (options.algo.empty() || options.algo == "auto" || options.algo == "reference");
+    options.deterministic = hostile_int(fdp);
+    valid = valid && options.deterministic >= -1 && options.deterministic <= 1;
   }
   bool safe = true;
   if (hostile) {

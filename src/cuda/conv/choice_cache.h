@@ -12,7 +12,9 @@
 //
 // The cache is bounded (kConvChoiceCapacity keys; past that it starts over), thread-safe, and a
 // selection that throws (a forced algo that cannot serve) is not kept. Each choice also keeps
-// its race's outcome (auto's race between an own path and cuDNN), inside the same bound.
+// its race's outcome (auto's race between an own path and cuDNN), inside the same bound: the one
+// content that timing decides. Deterministic mode is part of the request, so its choices have
+// keys of their own, never race, and race_step never reads a kept outcome for them.
 #pragma once
 
 #include <array>
@@ -29,7 +31,7 @@ namespace gemmkit::cuda::conv_impl {
 
 struct ConvChoiceKey {
   // The geometry (7 + 8 x 3), four tensors of rank <= 5 (4 x 13), the device (10), the
-  // request (5): 98 at most.
+  // request (7): 100 at most.
   static constexpr int kMaxNumbers = 112;
   std::array<int64_t, kMaxNumbers> numbers{};
   int count = 0;
@@ -94,6 +96,8 @@ inline ConvChoiceKey conv_choice_key(const detail::ConvProblem& p, const DeviceD
   k.push(static_cast<int64_t>(request.algo));
   k.push(static_cast<int64_t>(request.small_o));
   k.push(static_cast<int64_t>(request.depthwise));
+  k.push(request.deterministic ? 1 : 0);
+  k.push(request.deterministic_from_env ? 1 : 0);  // reasons quote where the mode came from
   k.algo_origin = request.algo_origin;
   k.cudnn_why_not = dev.cudnn_why_not;  // constant per process; reasons quote it
   // A multiply-xorshift mix per number (a word at a time: the key is ~100 numbers), then the
@@ -141,6 +145,23 @@ struct ConvChoice {
   mutable std::mutex race_mutex_;
   mutable std::shared_ptr<const RaceResult> race_;
 };
+
+// What a call of a kept choice runs (conv.cpp): the race's kept outcome (`kept`), a race now
+// (`race`: no outcome kept yet; the call races if it may time, else runs the static choice), or,
+// with neither, the static choice. Deterministic mode, and a choice that does not race, take the
+// static choice without reading the kept outcome.
+struct RaceStep {
+  std::shared_ptr<const RaceResult> kept;
+  bool race = false;
+};
+
+inline RaceStep race_step(const ConvChoice& choice, const ConvRequest& request) {
+  RaceStep step;
+  if (request.deterministic || !choice.candidates.race) return step;
+  step.kept = choice.raced();
+  step.race = step.kept == nullptr;
+  return step;
+}
 
 constexpr std::size_t kConvChoiceCapacity = 4096;
 

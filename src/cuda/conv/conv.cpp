@@ -3,7 +3,9 @@
 // serve falls back to the generic direct kernel under algo "auto" (never under "gemm"); a cuDNN
 // run that fails falls back to the own path auto would take without cuDNN (never under "cudnn").
 // Under auto, where an own memory-bound path and cuDNN both serve a shape, the first eager call
-// times both and the faster one serves the shape from then on (raced_choice).
+// times both and the faster one serves the shape from then on (race_now). Deterministic mode
+// (ConvRequest::deterministic) runs the static choice, never times, and falls back only for a
+// cause every process meets (may_fall_back).
 #include <cstdint>
 #include <memory>
 #include <sstream>
@@ -52,20 +54,22 @@ namespace {
 using namespace conv_impl;
 
 // Runs an own (not cuDNN) path. A GEMM path that cuBLASLt or the workspace cannot serve falls
-// back to the generic direct kernel (an Error under algo "gemm"); `config` becomes what ran.
-// Returns whether it fell back.
+// back to the generic direct kernel (an Error under algo "gemm", and in deterministic mode for a
+// cause that is not pure); `config` becomes what ran. Returns whether it fell back.
 bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
                   const ConvRequest& request, const DeviceDescription& dev, int device,
                   cudaStream_t s, ConvConfig& config) {
   bool fell_back = false;
   if (config.path == ConvPath::gemm_1x1 || config.path == ConvPath::unfold_gemm) {
-    std::string why;
-    if (!run_gemm_path(problem, g, config, device, s, why)) {
+    RunFailure failure;
+    if (!run_gemm_path(problem, g, config, device, s, failure)) {
       if (request.algo == ConvAlgo::gemm) {
-        detail::fail(kOp, request.algo_origin, "'gemm': cannot serve this problem: " + why);
+        detail::fail(kOp, request.algo_origin, "'gemm': cannot serve this problem: " + failure.why);
       }
-      config = direct_config(problem, dev, algo_name(request.algo),
-                             config.reason + ", but " + why + ": generic direct kernel instead");
+      if (!may_fall_back(request, failure)) fail_without_fallback(request, config.path, failure);
+      config =
+          direct_config(problem, dev, algo_name(request.algo),
+                        config.reason + ", but " + failure.why + ": generic direct kernel instead");
       fell_back = true;
     }
   }
@@ -108,8 +112,9 @@ bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
 // both candidates run once (cuDNN picks its engine then), then kRaceRuns times each behind a GPU
 // delay (the host's enqueue cost is not timed); the faster one is kept with the shape's choice
 // in the choice cache, as long as the cache keeps it (select_conv_candidates and challenger_wins
-// in select.h say which shapes race and when the challenger wins). Under capture, or before
-// the first eager call, the static choice runs.
+// in select.h say which shapes race and when the challenger wins; race_step in choice_cache.h
+// whether a call reads the kept outcome or races). Under capture, or before the first eager
+// call, the static choice runs. Deterministic mode never races.
 
 constexpr int kRaceRuns = 10;
 constexpr int kRaceDelayUs = 1000;
@@ -124,8 +129,9 @@ bool run_candidate(const detail::ConvProblem& problem, const ConvGeometry& g,
                    const ConvRequest& request, const DeviceDescription& dev, int device,
                    cudaStream_t s, ConvConfig config) {
   if (config.path == ConvPath::cudnn) {
-    std::string why, note;
-    return run_cudnn_path(problem, config, device, s, why, note);
+    RunFailure failure;
+    std::string note;
+    return run_cudnn_path(problem, config, device, s, request.deterministic, failure, note);
   }
   run_own_path(problem, g, request, dev, device, s, config);
   GEMMKIT_CUDA_CHECK(cudaGetLastError());
@@ -148,15 +154,14 @@ std::string us_text(double us) {
   return t.str();
 }
 
-// The race's outcome for this call shape (ConvCandidates::race), kept with its choice, or raced
-// now on its first eager call; null when it cannot be raced on this call (stream capture, or
-// autotuning off; `why_not` says which): the static choice runs then and the shape stays unraced.
-std::shared_ptr<const RaceResult> raced_choice(const detail::ConvProblem& problem,
-                                               const ConvGeometry& g, const ConvRequest& request,
-                                               const DeviceDescription& dev, int device,
-                                               cudaStream_t s, const ConvChoice& choice,
-                                               std::string& why_not) {
-  if (std::shared_ptr<const RaceResult> kept = choice.raced()) return kept;
+// The race's outcome for a call shape that has none kept yet (race_step's `race`), raced now on
+// its first eager call and kept with its choice; null when it cannot be raced on this call
+// (stream capture, or autotuning off; `why_not` says which): the static choice runs then and the
+// shape stays unraced.
+std::shared_ptr<const RaceResult> race_now(const detail::ConvProblem& problem,
+                                           const ConvGeometry& g, const ConvRequest& request,
+                                           const DeviceDescription& dev, int device, cudaStream_t s,
+                                           const ConvChoice& choice, std::string& why_not) {
   if (!parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"))) {
     why_not = "GEMMKIT_CONV_CUDNN_AUTOTUNE=0";
     return nullptr;
@@ -191,8 +196,8 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   const int device = problem.x.device.index;
   const DeviceDescription dev = describe_device(device);  // Error if absent
   DeviceGuard guard(device);
-  const ConvRequest request =
-      resolve_request(request_settings(options.algo, options.workspace_bytes));
+  const ConvRequest request = resolve_request(
+      request_settings(options.algo, options.workspace_bytes, options.deterministic));
   // The choice for this call shape (kept per process: choice_cache.h), then the config to
   // run and its text: kept with the choice or the race, or built for this call.
   const ConvChoiceKey key = conv_choice_key(problem, dev, device, request);
@@ -204,9 +209,12 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   ConvConfig config = candidates.first;
   const std::string* text = &choice->first_text;
   std::shared_ptr<const RaceResult> raced;  // holds *text while it points into the race
-  if (candidates.race) {
+  const RaceStep step = race_step(*choice, request);
+  if (step.kept != nullptr || step.race) {
     std::string not_raced;
-    raced = raced_choice(problem, g, request, dev, device, s, *choice, not_raced);
+    raced = step.kept != nullptr
+                ? step.kept
+                : race_now(problem, g, request, dev, device, s, *choice, not_raced);
     if (raced != nullptr) {
       config = raced->chosen;
       text = &raced->text;
@@ -218,20 +226,25 @@ void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream
   }
 
   if (config.path == ConvPath::cudnn) {
-    std::string why, note;
-    if (run_cudnn_path(problem, config, device, s, why, note)) {
+    RunFailure failure;
+    std::string note;
+    if (run_cudnn_path(problem, config, device, s, request.deterministic, failure, note)) {
       info.backend = "cuda";
       info.kernel = kernel_name(config.path);
       info.reason = (text != nullptr ? *text : to_string(config)) + "; " + note;
       return;
     }
     if (request.algo == ConvAlgo::cudnn) {
-      detail::fail(kOp, request.algo_origin, "'cudnn': cannot serve this problem: " + why);
+      detail::fail(kOp, request.algo_origin, "'cudnn': cannot serve this problem: " + failure.why);
     }
+    if (!may_fall_back(request, failure)) fail_without_fallback(request, config.path, failure);
     ConvRequest own = request;
     own.cudnn_in_auto = false;
     config = select_conv_config(problem, dev, own);
-    config.reason = "cuDNN failed (" + why + "), own path instead: " + config.reason;
+    config.reason = "cuDNN failed (" + failure.why + "), own path instead: " + config.reason;
+    if (request.deterministic) {
+      config.reason += "; deterministic mode (" + deterministic_origin(request) + ")";
+    }
     text = nullptr;
   }
   if (run_own_path(problem, g, request, dev, device, s, config)) text = nullptr;

@@ -2,8 +2,9 @@
 // pure and header-only (no CUDA header), so the host unit tests call it on CPU-only machines.
 // Each path's eligibility, geometry and workspace rules live in its folder's plan.h (direct/,
 // depthwise/, small_o/, gemm/, implicit_gemm/, cudnn/); this header asks each path once, orders
-// them, and decides between the own paths and cuDNN (auto_prefers_cudnn). GEMMKIT_LOG=1 prints the
-// choice and its reason.
+// them, decides between the own paths and cuDNN (auto_prefers_cudnn), which shapes race (none in
+// deterministic mode) and when a failed run may fall back. GEMMKIT_LOG=1 prints the choice and its
+// reason.
 #pragma once
 
 #include <string>
@@ -181,10 +182,11 @@ struct ConvCandidates {
   bool race = false;
 };
 
-// The static choice and, under auto with cuDNN in reach, whether it races the other candidate.
-inline ConvCandidates select_conv_candidates(const detail::ConvProblem& p,
-                                             const DeviceDescription& dev,
-                                             const ConvRequest& request) {
+// The static choice and, under auto with cuDNN in reach, whether it races the other candidate
+// (select_conv_candidates without deterministic mode).
+inline ConvCandidates raced_conv_candidates(const detail::ConvProblem& p,
+                                            const DeviceDescription& dev,
+                                            const ConvRequest& request) {
   ConvCandidates c;
   c.first = select_conv_config(p, dev, request);
   if (request.algo != ConvAlgo::automatic || !request.cudnn_in_auto || !dev.cudnn) return c;
@@ -203,6 +205,46 @@ inline ConvCandidates select_conv_candidates(const detail::ConvProblem& p,
   c.second.reason = "cuDNN";
   c.race = no_cudnn.empty();
   return c;
+}
+
+// The static choice and, under auto with cuDNN in reach, whether it races the other candidate.
+// Deterministic mode never races: the static choice is the call's (a pure function of the
+// problem, the device description and the request), and its reason names the mode and the
+// candidate that a default-mode call would have timed against it.
+inline ConvCandidates select_conv_candidates(const detail::ConvProblem& p,
+                                             const DeviceDescription& dev,
+                                             const ConvRequest& request) {
+  ConvCandidates c = raced_conv_candidates(p, dev, request);
+  if (!request.deterministic) return c;
+  c.first.reason += "; deterministic mode (" + deterministic_origin(request) + ")";
+  if (c.race) {
+    c.first.reason +=
+        std::string(": the static choice, not raced against ") + path_name(c.second.path);
+  }
+  c.second = ConvConfig{};
+  c.race = false;
+  return c;
+}
+
+// ---- Run-time fallbacks -----------------------------------------------------------------------
+
+// Whether a call under auto whose chosen path failed at run time (`failure`) falls back to
+// another path, whose bits differ: always in default mode; in deterministic mode only for a pure
+// cause (RunFailure::pure), which every process meets alike. (A forced algo never falls back.)
+inline bool may_fall_back(const ConvRequest& request, const RunFailure& failure) {
+  return !request.deterministic || failure.pure;
+}
+
+// The Error of a deterministic-mode call that may not fall back: names the setting, the path that
+// failed and why.
+[[noreturn]] inline void fail_without_fallback(const ConvRequest& request, ConvPath path,
+                                               const RunFailure& failure) {
+  detail::fail(kOp, deterministic_origin(request),
+               std::string("1: the ") + path_name(path) + " path failed at run time (" +
+                   failure.why +
+                   "); deterministic mode falls back to another path only for a cause every "
+                   "process meets (no cuBLASLt algorithm or cuDNN engine for the problem), not "
+                   "for one this process's state decides");
 }
 
 }  // namespace gemmkit::cuda::conv_impl

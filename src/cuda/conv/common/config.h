@@ -104,6 +104,17 @@ struct ConvConfig {
   int64_t weight_t_bytes = 0;   // 0 when read in place
 };
 
+// Why a path chosen for a call could not run it (run_gemm_path, run_cudnn_path return false).
+// `pure`: the cause is a pure function of the problem, the workspace budget, the device and the
+// libraries' versions (cuBLASLt has no algorithm, cuDNN has no engine or cannot describe the
+// problem), so every process meets it on every call; else it depends on the process's state (an
+// allocation, a handle, a failed execution). Deterministic mode falls back only on a pure cause
+// (may_fall_back in select.h).
+struct RunFailure {
+  std::string why;
+  bool pure = false;
+};
+
 // A configuration of `path` chosen under `algo` (ConvConfig::algo) for `reason`, every other field
 // at its default.
 inline ConvConfig config_of(ConvPath path, const std::string& algo, const std::string& reason) {

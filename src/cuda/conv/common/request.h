@@ -1,5 +1,6 @@
-// The caller's request to the convolution: options.algo, options.workspace_bytes and the
-// GEMMKIT_CONV_* environment, each string parsed once here into a typed field (ConvRequest).
+// The caller's request to the convolution: options.algo, options.workspace_bytes,
+// options.deterministic and the GEMMKIT_CONV_* / GEMMKIT_DETERMINISTIC environment, each string
+// parsed once here into a typed field (ConvRequest).
 // Selection and the paths only see the typed fields. Pure and header-only.
 #pragma once
 
@@ -79,7 +80,20 @@ struct ConvRequest {
   bool cudnn_in_auto = true;
   SmallOChoice small_o = SmallOChoice::automatic;
   DepthwiseChoice depthwise = DepthwiseChoice::automatic;
+  // Deterministic mode (options.deterministic 1, or -1 with GEMMKIT_DETERMINISTIC=1): every
+  // choice a pure function of the problem, the request and the device description. The static
+  // selection runs (no race), cuDNN takes its heuristic's engine (not timed), and a path that
+  // fails at run time for a cause that depends on the process's state throws instead of falling
+  // back (may_fall_back in select.h; docs/conv.md#determinism).
+  bool deterministic = false;
+  bool deterministic_from_env = false;  // the mode was set by GEMMKIT_DETERMINISTIC
 };
+
+// The name errors and reasons give the deterministic setting of `r`.
+inline std::string deterministic_origin(const ConvRequest& r) {
+  return r.deterministic_from_env ? "options.deterministic (from GEMMKIT_DETERMINISTIC)"
+                                  : "options.deterministic";
+}
 
 // The raw settings a request is resolved from: the options, and the environment's values ("" when
 // a variable is unset). request_settings fills it from ConvOptions and the environment.
@@ -91,10 +105,15 @@ struct ConvRequestSettings {
   std::string env_cudnn;          // GEMMKIT_CONV_CUDNN: "" or "1" lets auto use cuDNN, "0" not
   std::string env_small_o;        // GEMMKIT_CONV_SMALL_O: auto | tma | taps | mma | cuda
   std::string env_depthwise;      // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
+  // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
+  // before this; here they count as on).
+  int option_deterministic = -1;
+  std::string env_deterministic;  // GEMMKIT_DETERMINISTIC: "" or "0" off, "1" on
 };
 
 // options.algo if set, else GEMMKIT_CONV_ALGO if set, else "auto"; the workspace from
-// options.workspace_bytes if set (>= 0), else GEMMKIT_CONV_WORKSPACE_MB, else the default. Unknown
+// options.workspace_bytes if set (>= 0), else GEMMKIT_CONV_WORKSPACE_MB, else the default; the
+// mode from options.deterministic if set (>= 0), else GEMMKIT_DETERMINISTIC, else off. Unknown
 // names and malformed values are an Error naming where the value came from.
 inline ConvRequest resolve_request(const ConvRequestSettings& s) {
   ConvRequest r;
@@ -138,15 +157,23 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
     }
     r.workspace_bytes = *mib << 20;
   }
+  if (s.option_deterministic >= 0) {
+    r.deterministic = s.option_deterministic != 0;
+  } else if (!s.env_deterministic.empty()) {
+    r.deterministic = detail::parse_switch(kOp, "GEMMKIT_DETERMINISTIC", s.env_deterministic);
+    r.deterministic_from_env = r.deterministic;
+  }
   return r;
 }
 
-// The settings of a call: its options and the GEMMKIT_CONV_* environment.
+// The settings of a call: its options and the GEMMKIT_CONV_* / GEMMKIT_DETERMINISTIC environment.
 inline ConvRequestSettings request_settings(const std::string& option_algo,
-                                            int64_t option_workspace) {
+                                            int64_t option_workspace, int option_deterministic) {
   ConvRequestSettings s;
   s.option_algo = option_algo;
   s.option_workspace = option_workspace;
+  s.option_deterministic = option_deterministic;
+  s.env_deterministic = detail::env_setting("GEMMKIT_DETERMINISTIC");
   s.env_algo = detail::env_setting("GEMMKIT_CONV_ALGO");
   s.env_workspace_mb = detail::env_setting("GEMMKIT_CONV_WORKSPACE_MB");
   s.env_cudnn = detail::env_setting("GEMMKIT_CONV_CUDNN");

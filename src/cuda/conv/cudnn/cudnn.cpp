@@ -3,16 +3,17 @@
 //
 // Handle: one per device, created on first use; cudnnSetStream + cudnnBackendExecute (and the
 // timing of candidates) run under the handle's mutex, since the stream is state of the handle.
-// Plans: keyed by device, geometry, dims, strides, dtypes, pointer alignments and the workspace
-// left for the engine. The first call of a key outside stream capture builds up to
+// Plans: keyed by device, geometry, dims, strides, dtypes, pointer alignments, the workspace
+// left for the engine and the mode. The first call of a key outside stream capture builds up to
 // kMaxCandidates plans from cuDNN's heuristic mode A and up to kMaxCandidatesFromB more from
 // mode B (else the fallback list), times each on the caller's stream behind a GPU delay (so the
 // host's enqueue cost is not timed) and keeps the fastest; under capture (no timing possible) it
 // takes the heuristic's first buildable engine and leaves the key to be timed by a later eager
-// call. Plans that ran are kept for the process: a captured CUDA graph may still launch their
-// kernels. Workspace: the conv workspace of the GEMM paths (with_conv_workspace), laid out as [f32
-// scratch of the bias pass | the packed backward-data filter | cuDNN's workspace]; engines needing
-// more than the budget left are skipped.
+// call. Deterministic mode takes the heuristic's first allowed precompiled engine, never timed,
+// under capture or not (cudnn_engine_search in plan.h). Plans that ran are kept for the process: a
+// captured CUDA graph may still launch their kernels. Workspace: the conv workspace of the GEMM
+// paths (with_conv_workspace), laid out as [f32 scratch of the bias pass | the packed backward-data
+// filter | cuDNN's workspace]; engines needing more than the budget left are skipped.
 #include "cuda/conv/cudnn/launch.h"
 
 #ifdef GEMMKIT_WITH_CUDNN
@@ -50,9 +51,10 @@ std::string cudnn_unavailable_reason() {
   return kNotBuilt;
 }
 
-bool run_cudnn_path(const detail::ConvProblem&, const ConvConfig&, int, cudaStream_t,
-                    std::string& why, std::string&) {
-  why = kNotBuilt;
+bool run_cudnn_path(const detail::ConvProblem&, const ConvConfig&, int, cudaStream_t, bool,
+                    RunFailure& failure, std::string&) {
+  failure.why = kNotBuilt;
+  failure.pure = true;
   return false;
 }
 
@@ -257,8 +259,10 @@ CudnnProblem describe(const detail::ConvProblem& p, const ConvConfig& c) {
 
 using PlanKey = std::vector<int64_t>;
 
-PlanKey plan_key(int device, const CudnnProblem& q, int64_t engine_budget) {
-  PlanKey key{device, q.spatial, q.cross_correlation ? 1 : 0, q.dgrad ? 1 : 0, engine_budget};
+// `deterministic`: the mode's plans are kept apart (another engine filter, never timed).
+PlanKey plan_key(int device, const CudnnProblem& q, int64_t engine_budget, bool deterministic) {
+  PlanKey key{device,          q.spatial,     q.cross_correlation ? 1 : 0,
+              q.dgrad ? 1 : 0, engine_budget, deterministic ? 1 : 0};
   for (const TensorView* t : {&q.x, &q.w, &q.y}) {
     key.push_back(static_cast<int64_t>(t->dtype));
     key.push_back(t->alignment);
@@ -347,12 +351,11 @@ std::shared_ptr<Graph> make_graph(cudnnHandle_t handle, const CudnnProblem& q) {
   return g;
 }
 
-// Whether an engine keeps gemmkit's numerics: deterministic (run-to-run identical bits), inputs
-// not down-converted, fp32 reduction, and no TF32 tensor cores for f32 inputs (as the cuBLASLt
-// paths). FFT and Winograd engines (fp32 transforms) are allowed: excluding them is measurably
-// slower than unrestricted cuDNN (resnet50 rows, docs/perf.md), and their error stays
-// within the tolerance the GPU tests check. Sets `engine` to its global index.
-bool keeps_numerics(const Descriptor& config, bool f32_inputs, int64_t& engine) {
+// Whether an engine may serve (cudnn_engine_allowed in plan.h, on cuDNN's notes of it). The
+// behavior notes are read only where they matter (not `allow_runtime_compiled`); notes that
+// cannot be read count as runtime-compiled there. Sets `engine` to its global index.
+bool engine_allowed(const Descriptor& config, bool f32_inputs, bool allow_runtime_compiled,
+                    int64_t& engine) {
   Descriptor e(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = e.get();
   int64_t count = 0;
@@ -365,20 +368,40 @@ bool keeps_numerics(const Descriptor& config, bool f32_inputs, int64_t& engine) 
   GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(e.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
                                                CUDNN_TYPE_NUMERICAL_NOTE, kMaxNotes, &note_count,
                                                notes.data()));
+  CudnnEngineNotes n;
   for (int64_t i = 0; i < std::min<int64_t>(note_count, kMaxNotes); ++i) {
     switch (notes[static_cast<std::size_t>(i)]) {
       case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+        n.nondeterministic = true;
+        break;
       case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        n.down_converts_inputs = true;
+        break;
       case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
-        return false;
+        n.reduced_precision_reduction = true;
+        break;
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
-        if (f32_inputs) return false;
+        n.tensor_core = true;
         break;
       default:
         break;
     }
   }
-  return true;
+  if (!allow_runtime_compiled) {
+    std::array<cudnnBackendBehaviorNote_t, kMaxNotes> behavior{};
+    int64_t behavior_count = 0;
+    if (cudnnBackendGetAttribute(e.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 kMaxNotes, &behavior_count,
+                                 behavior.data()) != CUDNN_STATUS_SUCCESS) {
+      n.runtime_compiled = true;
+    }
+    for (int64_t i = 0; i < std::min<int64_t>(behavior_count, kMaxNotes); ++i) {
+      if (behavior[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) {
+        n.runtime_compiled = true;
+      }
+    }
+  }
+  return cudnn_engine_allowed(n, f32_inputs, allow_runtime_compiled);
 }
 
 struct Plan {
@@ -436,23 +459,35 @@ std::string config_identity(const Descriptor& config, int64_t engine) {
   return identity;
 }
 
-// Appends to `plans` up to `limit` more buildable plans that keep the numerics and fit
-// `engine_budget`, in the order of the heuristic `mode`; with `only_new`, none whose identity is
-// in `plans` already (one heuristic lists an engine several times, with other knob settings).
+// Appends to `plans` up to `limit` more buildable plans of allowed engines (engine_allowed) that
+// fit `engine_budget`, in the order of the heuristic `mode`; with `only_new`, none whose identity
+// is in `plans` already (one heuristic lists an engine several times, with other knob settings).
+// With `unsettled` (deterministic mode), a heuristic or plan that fails to build for a cause that
+// is not pure (cudnn_refusal_is_pure) stops the search, its text in *unsettled: passing over it
+// would let the process's state choose the engine.
 void build_plans(cudnnHandle_t handle, const Graph& g, cudnnBackendHeurMode_t mode, bool f32_inputs,
-                 int64_t engine_budget, int limit, bool only_new,
-                 std::vector<std::shared_ptr<Plan> >& plans) {
+                 bool allow_runtime_compiled, int64_t engine_budget, int limit, bool only_new,
+                 std::vector<std::shared_ptr<Plan> >& plans, std::string* unsettled = nullptr) {
+  const auto settled = [&](cudnnStatus_t status, const std::string& what) {
+    if (unsettled == nullptr || cudnn_refusal_is_pure(static_cast<int>(status))) return true;
+    *unsettled = what + " failed to build (" + status_text(status) + ")";
+    return false;
+  };
   const std::size_t end = plans.size() + static_cast<std::size_t>(limit);
   Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *g.graph);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
-  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return;
+  const cudnnStatus_t heuristic_status = heuristics.try_finalize();
+  if (heuristic_status != CUDNN_STATUS_SUCCESS) {
+    settled(heuristic_status, "cuDNN's heuristic");
+    return;
+  }
   const std::vector<Descriptor> configs = descriptor_array(
       heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   for (std::size_t i = 0; i < configs.size() && plans.size() < end; ++i) {
     const Descriptor& config = configs[i];
     int64_t engine = -1;
-    if (!keeps_numerics(config, f32_inputs, engine)) continue;
+    if (!engine_allowed(config, f32_inputs, allow_runtime_compiled, engine)) continue;
     std::string identity = config_identity(config, engine);
     if (only_new && std::any_of(plans.begin(), plans.end(),
                                 [&](const auto& known) { return known->identity == identity; })) {
@@ -461,7 +496,11 @@ void build_plans(cudnnHandle_t handle, const Graph& g, cudnnBackendHeurMode_t mo
     auto plan = std::make_shared<Plan>(Descriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
     plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle);
     plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
-    if (plan->plan.try_finalize() != CUDNN_STATUS_SUCCESS) continue;  // not buildable here
+    const cudnnStatus_t status = plan->plan.try_finalize();
+    if (status != CUDNN_STATUS_SUCCESS) {  // not buildable here
+      if (!settled(status, "the plan of engine " + std::to_string(engine))) return;
+      continue;
+    }
     int64_t count = 0;
     GEMMKIT_CUDNN_CHECK(cudnnBackendGetAttribute(plan->plan.get(),
                                                  CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -513,20 +552,24 @@ std::string cudnn_unavailable_reason() {
 }
 
 bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int device,
-                    cudaStream_t stream, std::string& why, std::string& note) {
+                    cudaStream_t stream, bool deterministic, RunFailure& failure,
+                    std::string& note) {
+  std::string& why = failure.why;
   const bool autotune = parse_cudnn_autotune(detail::env_setting("GEMMKIT_CONV_CUDNN_AUTOTUNE"));
   const bool capturing = stream_is_capturing(stream);
+  const CudnnEngineSearch search = cudnn_engine_search(deterministic, autotune, capturing);
   DeviceHandle& h = device_handle(device);
   const cudnnHandle_t handle = handle_of(h, why);
   if (handle == nullptr) return false;
 
   const CudnnProblem q = describe(p, c);
   const int64_t engine_budget = c.workspace_budget - c.lt_offset;
-  const PlanKey key = plan_key(device, q, engine_budget);
+  const PlanKey key = plan_key(device, q, engine_budget, deterministic);
   std::shared_ptr<const Entry> entry = find_entry(key);
-  const bool time_it = autotune && !capturing;
+  const bool time_it = search.time;
   std::vector<std::shared_ptr<Plan> > candidates;
   std::shared_ptr<Graph> graph;
+  std::string unsettled;  // deterministic mode: a build failure that is not pure (build_plans)
   if (entry == nullptr || (!entry->final && time_it)) {
     // Building enqueues nothing: any failure here is "cuDNN cannot serve", not an error. It may
     // allocate (engine set-up), which a capture in global mode would not allow.
@@ -536,39 +579,48 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
       // Timing: the top candidates of heuristic mode A, then mode B's (a slower, more accurate
       // model) that A did not rank that high.
       const int limit = time_it ? kMaxCandidates : 1;
-      build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, engine_budget, limit, false,
-                  candidates);
+      const bool rtc = search.allow_runtime_compiled;
+      std::string* const stop = deterministic ? &unsettled : nullptr;
+      build_plans(handle, *graph, CUDNN_HEUR_MODE_A, q.f32_inputs, rtc, engine_budget, limit, false,
+                  candidates, stop);
       if (time_it) {
-        build_plans(handle, *graph, CUDNN_HEUR_MODE_B, q.f32_inputs, engine_budget,
+        build_plans(handle, *graph, CUDNN_HEUR_MODE_B, q.f32_inputs, rtc, engine_budget,
                     kMaxCandidatesFromB, true, candidates);
       }
-      if (candidates.empty()) {
-        build_plans(handle, *graph, CUDNN_HEUR_MODE_FALLBACK, q.f32_inputs, engine_budget, limit,
-                    false, candidates);
+      if (candidates.empty() && unsettled.empty()) {
+        build_plans(handle, *graph, CUDNN_HEUR_MODE_FALLBACK, q.f32_inputs, rtc, engine_budget,
+                    limit, false, candidates, stop);
       }
     } catch (const Error& e) {
       why = std::string("cuDNN cannot describe this convolution: ") + e.what();
+      failure.pure = true;
       auto failed = std::make_shared<Entry>();
       failed->final = true;
       failed->why = why;
       store_entry(key, failed);
       return false;
     }
+    if (!unsettled.empty()) {  // not pure: nothing kept, a later call searches again
+      why = unsettled;
+      return false;
+    }
     if (candidates.empty()) {
       auto failed = std::make_shared<Entry>();
       failed->graph = graph;
       failed->final = true;
-      failed->why = std::string(
-                        "cuDNN has no deterministic fp32-accumulating engine for this "
-                        "convolution within ") +
-                    std::to_string(engine_budget) + " bytes of workspace";
+      failed->why = std::string("cuDNN has no deterministic fp32-accumulating ") +
+                    (search.allow_runtime_compiled ? "" : "precompiled ") +
+                    "engine for this convolution within " + std::to_string(engine_budget) +
+                    " bytes of workspace";
       if (entry != nullptr) failed->kept = entry->kept;
       why = failed->why;
+      failure.pure = true;
       store_entry(key, failed);
       return false;
     }
   } else if (entry->chosen == nullptr) {
     why = entry->why;
+    failure.pure = true;  // kept failures are the two above: pure
     return false;
   }
 
@@ -665,15 +717,11 @@ bool run_cudnn_path(const detail::ConvProblem& p, const ConvConfig& c, int devic
   if (!allocated || !ran) return false;
 
   if (!candidates.empty()) {
-    if (how.empty()) {
-      how = capturing
-                ? "heuristic's first, not timed (stream capture)"
-                : (autotune ? "heuristic's only candidate" : "heuristic's first (autotune off)");
-    }
+    if (how.empty()) how = search.how;
     auto updated = std::make_shared<Entry>();
     updated->graph = graph;
     updated->chosen = plan;
-    updated->final = !capturing;
+    updated->final = search.final;
     updated->how = how;
     if (entry != nullptr) updated->kept = entry->kept;
     updated->kept.push_back(plan);

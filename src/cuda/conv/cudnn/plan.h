@@ -1,5 +1,6 @@
 // The cuDNN path (cudnn.cpp): whether cuDNN serves a problem, the form of a transposed convolution
-// as cuDNN's backward-data, and the workspace layout. Pure host code.
+// as cuDNN's backward-data, the workspace layout, which engines may serve and how one is chosen in
+// each mode. Pure host code.
 #pragma once
 
 #include <algorithm>
@@ -74,6 +75,78 @@ inline std::string cudnn_dgrad_form(const detail::ConvProblem& p, CudnnDgradForm
   }
   f.cross_correlation = p.flip;
   return "";
+}
+
+// ---- Engine choice (cudnn.cpp) ----------------------------------------------------------------
+
+// What cuDNN notes about an engine (its numerical and behavior notes), as the filter reads them.
+struct CudnnEngineNotes {
+  bool nondeterministic = false;             // CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+  bool down_converts_inputs = false;         // CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS
+  bool reduced_precision_reduction = false;  // CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION
+  bool tensor_core = false;                  // CUDNN_NUMERICAL_NOTE_TENSOR_CORE
+  // CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION, or the behavior notes could not be read (only read
+  // where they matter: deterministic mode).
+  bool runtime_compiled = false;
+};
+
+// Whether an engine may serve: it keeps gemmkit's numerics — deterministic (run-to-run identical
+// bits; cuDNN notes engines that reduce with atomics or split K nondeterministically), inputs not
+// down-converted, fp32 reduction, no TF32 tensor cores for f32 inputs (as the cuBLASLt paths) —
+// and, unless `allow_runtime_compiled`, its kernels are cuDNN's own, not compiled at run time
+// (code that NVRTC builds in the process depends on the NVRTC found there, not on cuDNN's version
+// alone). FFT and Winograd engines (fp32 transforms) are allowed: excluding them is measurably
+// slower than unrestricted cuDNN (resnet50 rows, docs/perf.md), and their error stays within the
+// tolerance the GPU tests check.
+inline bool cudnn_engine_allowed(const CudnnEngineNotes& notes, bool f32_inputs,
+                                 bool allow_runtime_compiled) {
+  if (notes.nondeterministic || notes.down_converts_inputs || notes.reduced_precision_reduction) {
+    return false;
+  }
+  if (notes.tensor_core && f32_inputs) return false;
+  return allow_runtime_compiled || !notes.runtime_compiled;
+}
+
+// Whether a cuDNN status with which a heuristic or an engine's plan fails to build is a pure
+// function of the operation graph, the engine configuration, the device and cuDNN's version — a
+// bad or unsupported configuration, the 2000s and 3000s of cuDNN 9's codes — and not of the
+// process's state (internal and allocation failures, the 4000s; the others). Deterministic mode
+// passes over an engine only for such a refusal.
+inline bool cudnn_refusal_is_pure(int status) {
+  const int category = status / 1000;
+  return category == 2 || category == 3;
+}
+
+// How the cuDNN path finds the engine of a plan-cache key that holds no final choice.
+struct CudnnEngineSearch {
+  // Time the top candidates (8 of heuristic mode A, up to 4 more of mode B) and keep the fastest;
+  // else take the heuristic's first allowed engine (mode A, else the fallback list).
+  bool time = false;
+  bool final = false;  // the choice is kept for the process (never searched again)
+  bool allow_runtime_compiled = true;
+  const char* how = "";  // how the engine was chosen, when it was not timed
+};
+
+// Default mode: timed outside stream capture with GEMMKIT_CONV_CUDNN_AUTOTUNE on (`autotune`);
+// under capture the heuristic's first, not final, so a later eager call times the key. The
+// deterministic mode: the heuristic's first allowed engine and no runtime-compiled one, final
+// whether or not the stream is being captured — a pure function of the problem, the workspace
+// budget, the device and cuDNN's version (mode A ranks by rules, it times nothing). Its plans
+// are keyed apart from the default mode's, so a timed choice of the process never serves it.
+inline CudnnEngineSearch cudnn_engine_search(bool deterministic, bool autotune, bool capturing) {
+  CudnnEngineSearch s;
+  if (deterministic) {
+    s.final = true;
+    s.allow_runtime_compiled = false;
+    s.how = "heuristic's first precompiled engine, not timed (deterministic mode)";
+    return s;
+  }
+  s.time = autotune && !capturing;
+  s.final = !capturing;
+  s.how = capturing
+              ? "heuristic's first, not timed (stream capture)"
+              : (autotune ? "heuristic's only candidate" : "heuristic's first (autotune off)");
+  return s;
 }
 
 inline std::string why_not_cudnn(const detail::ConvProblem& p, const DeviceDescription& dev,

@@ -277,7 +277,8 @@ bool with_conv_workspace(int device, int64_t bytes, cudaStream_t stream, std::st
 }
 
 bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const ConvConfig& c,
-                   int device, cudaStream_t stream, std::string& why) {
+                   int device, cudaStream_t stream, RunFailure& failure) {
+  std::string& why = failure.why;
   const int64_t positions = p.out_positions();
   const int64_t in_size = elem_size(p.x.dtype), out_size = elem_size(p.out.dtype);
   const bool unfold = c.path == ConvPath::unfold_gemm;
@@ -306,8 +307,10 @@ bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const Co
   // Both call shapes (full chunks and the last one) are resolved before anything is enqueued.
   const int64_t last_rows = positions - (c.chunks - 1) * c.chunk_rows;
   LtOperation full_op, last_op;
-  if (!prepare(full_op, p, c, device, c.chunk_rows, alignment, why)) return false;
-  if (last_rows != c.chunk_rows && !prepare(last_op, p, c, device, last_rows, alignment, why)) {
+  // cuBLASLt's heuristic answers the same for the same call in every process: a pure cause.
+  if (!prepare(full_op, p, c, device, c.chunk_rows, alignment, why) ||
+      (last_rows != c.chunk_rows && !prepare(last_op, p, c, device, last_rows, alignment, why))) {
+    failure.pure = true;
     return false;
   }
 

@@ -17,9 +17,10 @@ namespace gemmkit::cuda::conv_impl {
 
 // Runs a gemm_1x1 or unfold_gemm configuration on `stream` (the problem's device is current).
 // Returns false, having enqueued no work, when cuBLASLt offers no algorithm for one of its calls
-// or the workspace cannot be allocated; `why` then says which. Other failures throw Error.
+// (a pure cause: `failure.pure`) or the workspace cannot be allocated (not pure); `failure.why`
+// then says which. Other failures throw Error.
 bool run_gemm_path(const detail::ConvProblem& p, const ConvGeometry& g, const ConvConfig& c,
-                   int device, cudaStream_t stream, std::string& why);
+                   int device, cudaStream_t stream, RunFailure& failure);
 
 // Runs work(pointer) with `bytes` of device workspace usable in stream order on `stream`: the
 // cached per-device buffer of the GEMM paths (taken in turn, grow-only), or inside a stream
