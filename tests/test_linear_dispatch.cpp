@@ -547,6 +547,64 @@ TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
 namespace gemmkit::cuda::linear_family {
 namespace {
 
+// Deterministic mode: auto never takes cuBLASLt for bf16 / f16 on sm_90, whatever n and the
+// weight; the ring up to its bound, the wgmma kernel above it, the reference where TMA cannot load.
+TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
+  int wgmma = 0, ring = 0;
+  for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {128, 2880}, {256, 7168}, {1024, 4096}, {4096, 4096}, {28672, 8192}, {100, 1000}, {7, 8}}) {
+    for (int64_t n : {1, 2, 3, 7, 8, 16, 31, 64, 65, 127, 128, 255, 256, 511, 1024, 4096, 16384}) {
+      for (const DType in : {DType::bf16, DType::f16}) {
+        LinearShape s = bf16_shape(n, m, k);
+        s.in = in;
+        s.batch_invariant = true;
+        const LinearConfig c = select_linear_config(s, kH200, "", true);
+        EXPECT_NE(c.path, LinearPath::cublaslt) << n << " x " << m << " x " << k;
+        EXPECT_NE(c.reason.find("deterministic mode"), std::string::npos) << c.reason;
+        if (n > deterministic_ring_max_n(m, k)) {
+          EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k << ": " << c.reason;
+          EXPECT_EQ(c.block_n, n <= 256 ? 64 : 128);
+        } else if (in == DType::bf16) {
+          EXPECT_EQ(c.path, LinearPath::tma_ring) << n << " x " << m << " x " << k;
+        } else {
+          EXPECT_EQ(c.path, LinearPath::reference);
+        }
+        wgmma += c.path == LinearPath::wgmma;
+        ring += c.path == LinearPath::tma_ring;
+        // The same shape outside the mode is the family's choice as before.
+        s.batch_invariant = false;
+        const LinearConfig off = select_linear_config(s, kH200, "", true);
+        EXPECT_EQ(off.reason.find("deterministic mode"), std::string::npos);
+        if (n > family_max_n(m, k)) {
+          EXPECT_EQ(off.path, LinearPath::cublaslt);
+        }
+      }
+    }
+  }
+  EXPECT_GT(wgmma, 50);
+  EXPECT_GT(ring, 20);
+  LinearShape strided = bf16_shape(4096, 4096, 4100);
+  strided.tma_compatible = false;
+  strided.batch_invariant = true;
+  EXPECT_EQ(select_linear_config(strided, kH200, "", true).path, LinearPath::reference);
+  // Other GPUs keep cuBLASLt (outside the contract, as documented).
+  LinearDevice ampere = kH200;
+  ampere.sm_major = 8;
+  LinearShape s = bf16_shape(4096, 4096, 4096);
+  s.batch_invariant = true;
+  EXPECT_EQ(select_linear_config(s, ampere, "", true).path, LinearPath::cublaslt);
+}
+
+TEST(LinearConfigCache, TheModeIsPartOfTheKey) {
+  LinearConfigCache cache;
+  LinearShape s = bf16_shape(4096, 4096, 4096);
+  cache.store(LinearConfigKey{0, s, "", true}, select_linear_config(s, kH200, "", true));
+  LinearShape invariant = s;
+  invariant.batch_invariant = true;
+  EXPECT_EQ(cache.find(0, invariant, "", true), nullptr);
+  EXPECT_NE(cache.find(0, s, "", true), nullptr);
+}
+
 TEST(LinearDispatch, ForcedWgmmaVariants) {
   const LinearShape s = bf16_shape(4096, 4096, 4096);
   const LinearConfig c128 = select_linear_config(s, kH200, "wgmma", true);

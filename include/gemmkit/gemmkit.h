@@ -108,6 +108,13 @@ struct LinearOptions {
   // call may start streaming w before the preceding kernel in the stream has finished: w must
   // not be written by that kernel.
   int pdl = -1;
+  // Deterministic mode of the CUDA backend: -1 = GEMMKIT_DETERMINISTIC (default off), 0 = off,
+  // 1 = on; any other value is an error (on every device). On: bf16 and f16 calls on sm_90 never
+  // leave the tensor-core family, so row i's bits depend only on x[i], w and bias at every n
+  // (batch invariance; larger batches run the wgmma kernel instead of cuBLASLt, slower). Off:
+  // batches above the family's bound and weights of 2^24 elements or more take cuBLASLt, whose
+  // bits may change with n. Every choice is a pure function of the call in both modes.
+  int deterministic = -1;
   CallInfo* info = nullptr;
   // Device scratch of the cuBLASLt path (batches above the family's): none (nullptr, 0) = one
   // buffer per device allocated by the first eager call, or an allocation inside the graph when

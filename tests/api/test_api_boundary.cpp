@@ -386,6 +386,23 @@ TEST(ApiBoundary, LinearPdlMustBeOneOfTheDocumentedValues) {
   }
 }
 
+TEST(ApiBoundary, LinearDeterministicMustBeOneOfTheDocumentedValues) {
+  LinearCase c;
+  for (const int deterministic : {-1, 0, 1}) {
+    LinearOptions options;
+    options.deterministic = deterministic;
+    linear(c.xt(), c.wt(), std::nullopt, c.outt(), options);
+  }
+  for (const int deterministic : {7, -2, 2}) {
+    LinearOptions options;
+    options.deterministic = deterministic;
+    const std::string value = "options.deterministic " + std::to_string(deterministic);
+    expect_error(
+        [&] { linear(c.xt(), c.wt(), std::nullopt, c.outt(), options); },
+        {"gemmkit::linear", value.c_str(), "-1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)"});
+  }
+}
+
 TEST(ApiBoundary, ConvDeterministicMustBeOneOfTheDocumentedValues) {
   ConvCase c;
   for (const int deterministic : {-1, 0, 1}) {

@@ -2,6 +2,8 @@
 // canonical reduction) over tails of n, m and k, bf16 and f16, bias, both output types; rows keep
 // their bits at every batch size; repeated runs are identical.
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,11 +42,13 @@ struct WgmmaProblem {
   }
 
   // Poisons out, runs the first `rows` batch rows with `kernel`, returns the output bytes.
-  std::vector<uint8_t> run(const std::string& kernel, int64_t rows, CallInfo* info = nullptr) {
+  std::vector<uint8_t> run(const std::string& kernel, int64_t rows, CallInfo* info = nullptr,
+                           int deterministic = -1) {
     out.fill_bytes(0xFF);  // NaN in every output type: an unwritten element cannot pass
     LinearOptions options;
     options.kernel = kernel;
     options.info = info;
+    options.deterministic = deterministic;
     std::optional<Tensor> bias;
     if (c.bias) bias = Tensor::contiguous(b.data(), c.in, kGpu, {c.m});
     linear(Tensor::contiguous(x.data(), c.in, kGpu, {rows, c.k}),
@@ -112,6 +116,44 @@ TEST(GpuLinearWgmma, RowsKeepTheirBitsAtEveryBatch) {
             << ") differ from the same rows at n=" << big;
       }
     }
+  }
+}
+
+// Deterministic mode, auto: a row's bits do not depend on the batch it came in, from n = 1 to
+// 16384, over router, decode and dense weights with m and k tails; and they equal the reference
+// kernel's (the canonical reduction) for the largest batch's first rows.
+TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
+  GEMMKIT_REQUIRE_GPU();
+  const std::vector<int64_t> ns = {1,   2,   3,   7,    8,    16,   31,  64, 65,
+                                   127, 128, 255, 256,  511,  1024, 4096};
+  struct Weight {
+    int64_t m, k;
+    DType in;
+  };
+  for (const Weight& wt : {Weight{128, 2880, DType::bf16}, Weight{4096, 4096, DType::bf16},
+                           Weight{1000, 1032, DType::bf16}, Weight{256, 7168, DType::f16},
+                           Weight{5120, 8192, DType::bf16}}) {
+    const int64_t big = wt.m * wt.k > (int64_t{1} << 24) ? 4096 : 16384;
+    WgmmaProblem problem(WgmmaCase{big, wt.m, wt.k, wt.in, DType::f32, true}, 77);
+    CallInfo big_info;
+    const std::vector<uint8_t> full = problem.run("", big, &big_info, 1);
+    EXPECT_EQ(big_info.kernel.find("cublaslt"), std::string::npos) << big_info.kernel;
+    std::map<std::string, int> kernels;
+    for (int64_t n : ns) {
+      if (n > big) continue;
+      CallInfo info;
+      const std::vector<uint8_t> rows = problem.run("", n, &info, 1);
+      ++kernels[info.kernel];
+      ASSERT_EQ(std::memcmp(rows.data(), full.data(), rows.size()), 0)
+          << "m=" << wt.m << " k=" << wt.k << ": rows of an n=" << n << " call (" << info.kernel
+          << ") differ from the same rows at n=" << big << " (" << big_info.kernel << ")";
+    }
+    const std::vector<uint8_t> reference = problem.run("reference", 64);
+    ASSERT_EQ(std::memcmp(reference.data(), full.data(), reference.size()), 0)
+        << "m=" << wt.m << " k=" << wt.k << ": the reference kernel differs";
+    std::printf("  m=%lld k=%lld:", static_cast<long long>(wt.m), static_cast<long long>(wt.k));
+    for (const auto& [name, count] : kernels) std::printf(" %s x%d", name.c_str(), count);
+    std::printf("\n");
   }
 }
 

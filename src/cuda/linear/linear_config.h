@@ -35,6 +35,9 @@ struct LinearShape {
   DType out = DType::bf16;
   bool has_bias = false;
   bool tma_compatible = false;  // k % 8 == 0, unit k stride, 16-byte aligned bases and row strides
+  // Deterministic mode (LinearOptions::deterministic, GEMMKIT_DETERMINISTIC): auto keeps bf16 and
+  // f16 inside the family at every n and weight size (batch invariance), never cuBLASLt.
+  bool batch_invariant = false;
 };
 
 enum class LinearPath { reference, tma_ring, simt_f32, cublaslt, wgmma };
@@ -407,6 +410,45 @@ inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, in
   return c;
 }
 
+// The ring's bound in deterministic mode: the family's, and up to n = 16 for weights of 2^24
+// elements and more (streaming weights: the ring against the wgmma kernel's 64-row tiles, H200:
+// 32 x 8192 x 8192 ring8 132 us, wgmma.n64 60 us; docs/perf.md).
+constexpr int64_t kDeterministicRingMaxN = 16;
+inline int64_t deterministic_ring_max_n(int64_t m, int64_t k) {
+  return std::max(family_max_n(m, k), kDeterministicRingMaxN);
+}
+
+// auto in deterministic mode for bf16 / f16 on sm_90: the ring up to its bound (bf16), the wgmma
+// kernel above it, the reference kernel for layouts TMA cannot load and for small f16 batches.
+inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
+  const std::string mode = "deterministic mode: batch-invariant at every n; ";
+  if (!s.tma_compatible) {
+    return reference_config(
+        s, d, mode + "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
+  }
+  const int64_t ring_max_n = deterministic_ring_max_n(s.m, s.k);
+  if (s.n <= ring_max_n) {
+    if (s.in == DType::f16) {
+      return reference_config(s, d, mode + "f16 operands at n <= " + std::to_string(ring_max_n) +
+                                        ": the family's reference kernel");
+    }
+    LinearConfig c = ring_config(s, d, 0, pdl);
+    if (!c.name.empty()) {
+      c.reason = mode + "n <= " + std::to_string(ring_max_n) + ": ring sized to " +
+                 std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster);
+      return c;
+    }
+  }
+  LinearConfig c = wgmma_config(s, d, wgmma_block_n(s.n), pdl);
+  if (c.name.empty()) {
+    return reference_config(s, d, mode + "no ring or wgmma configuration fits the device");
+  }
+  c.reason = mode + (s.n > ring_max_n ? "n = " + std::to_string(s.n) + " > " +
+                                            std::to_string(ring_max_n) + ": the wgmma kernel"
+                                      : "no ring configuration fits: the wgmma kernel");
+  return c;
+}
+
 // forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16" (or with a tile:
 // "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve the
 // problem).
@@ -420,6 +462,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   if (forced.empty() || forced == "auto") {
     if (!hopper) return cublaslt_config("portable path: the tensor-core family is built for sm_90");
     if (s.in == DType::f32) return simt_config(s, d, "f32 operands: the fp32 CUDA-core kernel");
+    if (s.batch_invariant) return deterministic_config(s, d, pdl);
     const int64_t max_n = family_max_n(s.m, s.k);
     if (max_n == 0) {
       return cublaslt_config("weight of m x k = " + std::to_string(s.m * s.k) +

@@ -44,6 +44,15 @@ bool env_pdl() {
   return value;
 }
 
+// GEMMKIT_DETERMINISTIC: "" (unset) or "0" off, "1" on.
+bool env_deterministic() {
+  static const bool value = [] {
+    const std::string text = detail::env_setting("GEMMKIT_DETERMINISTIC");
+    return !text.empty() && detail::parse_switch("linear", "GEMMKIT_DETERMINISTIC", text);
+  }();
+  return value;
+}
+
 bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
@@ -420,6 +429,8 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
   shape.in = p.x.dtype;
   shape.out = p.out.dtype;
   shape.has_bias = p.has_bias;
+  shape.batch_invariant =
+      options.deterministic < 0 ? env_deterministic() : options.deterministic != 0;
   shape.tma_compatible = p.k % 8 == 0 && tma_loadable(p.x) && tma_loadable(p.w) &&
                          p.k <= (int64_t{1} << 31) && p.n < (int64_t{1} << 31) &&
                          p.m < (int64_t{1} << 31);
