@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "api/validate.h"
 #include "cuda/common/cublaslt.h"
@@ -340,7 +341,7 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
 }  // namespace linear_family
 
 void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream stream,
-            CallInfo& info) {
+            CallInfo* info) {
   using namespace linear_family;
   const int device = p.x.device.index;
   if (options.workspace_bytes < 0 ||
@@ -372,22 +373,26 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
   }
   const LinearConfig* config = &entry->config;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  CachedLinearConfig refused;  // the reference kernel, where cuBLASLt refuses this call's layout
+  // The reference kernel, where cuBLASLt refuses this call's layout (built only then).
+  std::optional<CachedLinearConfig> refused;
   if (config->path == LinearPath::cublaslt) {
     if (!cublas_layout_ok(p) || !run_cublaslt(p, options, s, device)) {
       if (props.sm_major != 9 || p.x.dtype == DType::f32) {
         throw Error("gemmkit::linear: cuBLASLt has no algorithm for this layout on cuda:" +
                     std::to_string(device) + " and the family is built for sm_90 only");
       }
-      LinearConfigCache::set(refused, reference_config(shape, describe(props),
-                                                       "cuBLASLt cannot take this layout"));
-      entry = &refused;
-      config = &refused.config;
+      refused.emplace();
+      LinearConfigCache::set(
+          *refused, reference_config(shape, describe(props), "cuBLASLt cannot take this layout"));
+      entry = &*refused;
+      config = &refused->config;
     }
   }
-  info.backend = "cuda";
-  info.kernel = entry->kernel;
-  info.reason = config->reason;
+  if (info != nullptr) {  // the strings only when someone reads them
+    info->backend = "cuda";
+    info->kernel = entry->kernel;
+    info->reason = config->reason;
+  }
   const bool f32_out = p.out.dtype == DType::f32;
   switch (config->path) {
     case LinearPath::cublaslt:
@@ -413,8 +418,10 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
         throw Error("gemmkit::linear: internal: no launchable ring configuration");
       }
       LinearConfigCache::set(*entry, std::move(smaller));
-      info.kernel = entry->kernel;
-      info.reason = entry->config.reason;
+      if (info != nullptr) {
+        info->kernel = entry->kernel;
+        info->reason = entry->config.reason;
+      }
       return;
     }
   }
