@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "cuda/common/recent_cache.h"
 #include "cuda/linear/config_cache.h"
 #include "cuda/linear/cublaslt_plans.h"
 #include "cuda/linear/linear_config.h"
@@ -619,6 +621,69 @@ TEST(CublasLtPlanCache, ANewProblemReplacesTheOldestAndReleasesItsPlan) {
     EXPECT_EQ(cache.find(key_of(1000))->id, 100);
   }
   EXPECT_EQ(CountedPlan::live, 0);  // the cache releases what it holds
+}
+
+// The tensor maps' cache (tensor_map.cpp) is a RecentCache of 16 sets of 4.
+TEST(RecentCache, FindsWhatItStoredAndAMissReplacesOnlyWithinItsSet) {
+  using Cache = RecentCache<int64_t, int, 16, 4>;
+  Cache cache;
+  const auto hash = [](int64_t key) { return mix_hash(0, static_cast<uint64_t>(key)); };
+  const auto store = [&](int64_t key) {
+    Cache::Slot& slot = cache.replace(hash(key));
+    slot.key = key;
+    slot.value = static_cast<int>(key) * 10;
+    slot.used = true;
+  };
+  // Distinct small keys spread over the sets: 48 fit at once (no set holds more than 4 of them).
+  std::vector<int> per_set(16, 0);
+  std::vector<int64_t> stored;
+  for (int64_t key = 1; static_cast<int>(stored.size()) < 48; ++key) {
+    const auto set = static_cast<std::size_t>(hash(key) & 15);
+    if (per_set[set] == 4) continue;
+    ++per_set[set];
+    stored.push_back(key);
+    store(key);
+  }
+  for (const int64_t key : stored) {
+    const Cache::Slot* slot = cache.find(key, hash(key));
+    ASSERT_NE(slot, nullptr) << key;
+    EXPECT_EQ(slot->value, key * 10);
+  }
+  EXPECT_EQ(cache.find(1000003, hash(1000003)), nullptr);
+  // A fifth key of one set replaces that set's oldest, and only it.
+  const int64_t first = stored.front();
+  const uint64_t set = hash(first) & 15;
+  int64_t extra = 100000;
+  while ((hash(extra) & 15) != set) ++extra;
+  std::vector<int64_t> same_set;
+  for (const int64_t key : stored) {
+    if ((hash(key) & 15) == set) same_set.push_back(key);
+  }
+  for (int i = static_cast<int>(same_set.size()); i < 4; ++i) {  // fill the set to 4
+    int64_t filler = extra + 1;
+    while ((hash(filler) & 15) != set) ++filler;
+    store(filler);
+    same_set.push_back(filler);
+    stored.push_back(filler);
+    extra = filler;
+  }
+  int64_t fifth = extra + 1;
+  while ((hash(fifth) & 15) != set) ++fifth;
+  store(fifth);
+  EXPECT_EQ(cache.find(same_set.front(), hash(same_set.front())), nullptr);  // the oldest
+  for (std::size_t i = 1; i < same_set.size(); ++i) {
+    EXPECT_NE(cache.find(same_set[i], hash(same_set[i])), nullptr) << same_set[i];
+  }
+  EXPECT_NE(cache.find(fifth, hash(fifth)), nullptr);
+  for (const int64_t key : stored) {
+    if ((hash(key) & 15) != set) {
+      EXPECT_NE(cache.find(key, hash(key)), nullptr) << key;
+    }
+  }
+  // A slot whose filling did not finish is never found.
+  Cache::Slot& unfinished = cache.replace(hash(fifth));
+  unfinished.key = 777;
+  EXPECT_EQ(cache.find(777, hash(fifth)), nullptr);
 }
 
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
