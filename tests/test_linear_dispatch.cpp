@@ -2,9 +2,14 @@
 // every choice and every launch limit without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "cuda/common/recent_cache.h"
 #include "cuda/linear/config_cache.h"
+#include "cuda/linear/cublaslt_plans.h"
 #include "cuda/linear/linear_config.h"
 
 namespace gemmkit::cuda::linear_family {
@@ -523,6 +528,162 @@ TEST(LinearConfigCache, ANewShapeReplacesTheOldestWhenFull) {
   EXPECT_EQ(cache.find(0, bf16_shape(1, 128, 2880), "", true), nullptr);  // the oldest
   EXPECT_NE(cache.find(0, bf16_shape(2, 128, 2880), "", true), nullptr);
   EXPECT_NE(cache.find(0, extra, "", true), nullptr);
+}
+
+// A plan that counts the live plans holding a resource, as the cuBLASLt objects are held.
+struct CountedPlan {
+  static int live;
+  int id = 0;
+  CountedPlan() = default;
+  explicit CountedPlan(int i) : id(i) { ++live; }
+  CountedPlan(CountedPlan&& o) noexcept : id(o.id) { o.id = 0; }
+  CountedPlan& operator=(CountedPlan&& o) noexcept {
+    std::swap(id, o.id);
+    return *this;
+  }
+  ~CountedPlan() {
+    if (id != 0) --live;
+  }
+};
+int CountedPlan::live = 0;
+
+detail::LinearProblem cublaslt_problem(int64_t n, int64_t m, int64_t k) {
+  static uint16_t x[1], w[1], b[1];
+  static float out[1];
+  detail::LinearProblem p;
+  p.n = n;
+  p.m = m;
+  p.k = k;
+  p.x = Tensor::strided(x, DType::bf16, Device::cuda(0), {n, k}, {k, 1});
+  p.w = Tensor::strided(w, DType::bf16, Device::cuda(0), {m, k}, {k, 1});
+  p.has_bias = true;
+  p.bias = Tensor::strided(b, DType::bf16, Device::cuda(0), {m}, {1});
+  p.out = Tensor::strided(out, DType::f32, Device::cuda(0), {n, m}, {m, 1});
+  return p;
+}
+
+TEST(CublasLtPlanCache, ARepeatedProblemFindsItsPlanAndEveryFieldCounts) {
+  const detail::LinearProblem p = cublaslt_problem(512, 128, 2880);
+  alignas(256) static float widened[4];
+  const CublasLtPlanKey key = cublaslt_plan_key(p, 0, widened, 32 << 20);
+  EXPECT_EQ(key.bias_alignment, 256);
+  EXPECT_EQ(key.x_row_stride, 2880);
+  EXPECT_EQ(key.out_row_stride, 128);
+  CublasLtPlanCache<CountedPlan> cache;
+  EXPECT_EQ(cache.find(key), nullptr);
+  CountedPlan& stored = cache.store(key, CountedPlan(1));
+  EXPECT_EQ(cache.find(key), &stored);
+  EXPECT_EQ(cache.find(cublaslt_plan_key(p, 0, widened, 32 << 20)), &stored);
+  const auto differs = [&](auto change) {
+    CublasLtPlanKey other = key;
+    change(other);
+    return cache.find(other) == nullptr;
+  };
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.device = 1; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.in = DType::f16; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.out = DType::bf16; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.n = 513; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.m = 256; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.k = 2888; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.x_row_stride = 2888; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.w_row_stride = 2888; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.out_row_stride = 136; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.bias = false; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.bias_alignment = 16; }));
+  EXPECT_TRUE(differs([](CublasLtPlanKey& k) { k.workspace_bytes = 1 << 20; }));
+  // The problem's own fields reach the key: a bias at a less aligned address, none at all.
+  EXPECT_EQ(cublaslt_plan_key(p, 0, reinterpret_cast<char*>(widened) + 2, 32 << 20).bias_alignment,
+            2);
+  detail::LinearProblem no_bias = p;
+  no_bias.has_bias = false;
+  EXPECT_EQ(cublaslt_plan_key(no_bias, 0, widened, 32 << 20).bias_alignment, 0);
+  EXPECT_EQ(cublaslt_address_alignment(nullptr), 256);
+  EXPECT_EQ(cublaslt_address_alignment(reinterpret_cast<void*>(uintptr_t{48})), 16);
+}
+
+TEST(CublasLtPlanCache, ANewProblemReplacesTheOldestAndReleasesItsPlan) {
+  CountedPlan::live = 0;
+  {
+    CublasLtPlanCache<CountedPlan> cache;
+    const auto key_of = [](int64_t n) {
+      return cublaslt_plan_key(cublaslt_problem(n, 128, 2880), 0, nullptr, 32 << 20);
+    };
+    for (int i = 1; i <= CublasLtPlanCache<CountedPlan>::kEntries; ++i) {
+      cache.store(key_of(256 + i), CountedPlan(i));
+    }
+    EXPECT_EQ(cache.size(), CublasLtPlanCache<CountedPlan>::kEntries);
+    EXPECT_EQ(CountedPlan::live, CublasLtPlanCache<CountedPlan>::kEntries);
+    cache.store(key_of(1000), CountedPlan(100));
+    EXPECT_EQ(CountedPlan::live, CublasLtPlanCache<CountedPlan>::kEntries);  // the oldest left
+    EXPECT_EQ(cache.find(key_of(257)), nullptr);
+    ASSERT_NE(cache.find(key_of(258)), nullptr);
+    EXPECT_EQ(cache.find(key_of(258))->id, 2);
+    EXPECT_EQ(cache.find(key_of(1000))->id, 100);
+  }
+  EXPECT_EQ(CountedPlan::live, 0);  // the cache releases what it holds
+}
+
+// The tensor maps' cache (tensor_map.cpp) is a RecentCache of 16 sets of 4.
+TEST(RecentCache, FindsWhatItStoredAndAMissReplacesOnlyWithinItsSet) {
+  using Cache = RecentCache<int64_t, int, 16, 4>;
+  Cache cache;
+  const auto hash = [](int64_t key) { return mix_hash(0, static_cast<uint64_t>(key)); };
+  const auto store = [&](int64_t key) {
+    Cache::Slot& slot = cache.replace(hash(key));
+    slot.key = key;
+    slot.value = static_cast<int>(key) * 10;
+    slot.used = true;
+  };
+  // Distinct small keys spread over the sets: 48 fit at once (no set holds more than 4 of them).
+  std::vector<int> per_set(16, 0);
+  std::vector<int64_t> stored;
+  for (int64_t key = 1; static_cast<int>(stored.size()) < 48; ++key) {
+    const auto set = static_cast<std::size_t>(hash(key) & 15);
+    if (per_set[set] == 4) continue;
+    ++per_set[set];
+    stored.push_back(key);
+    store(key);
+  }
+  for (const int64_t key : stored) {
+    const Cache::Slot* slot = cache.find(key, hash(key));
+    ASSERT_NE(slot, nullptr) << key;
+    EXPECT_EQ(slot->value, key * 10);
+  }
+  EXPECT_EQ(cache.find(1000003, hash(1000003)), nullptr);
+  // A fifth key of one set replaces that set's oldest, and only it.
+  const int64_t first = stored.front();
+  const uint64_t set = hash(first) & 15;
+  int64_t extra = 100000;
+  while ((hash(extra) & 15) != set) ++extra;
+  std::vector<int64_t> same_set;
+  for (const int64_t key : stored) {
+    if ((hash(key) & 15) == set) same_set.push_back(key);
+  }
+  for (int i = static_cast<int>(same_set.size()); i < 4; ++i) {  // fill the set to 4
+    int64_t filler = extra + 1;
+    while ((hash(filler) & 15) != set) ++filler;
+    store(filler);
+    same_set.push_back(filler);
+    stored.push_back(filler);
+    extra = filler;
+  }
+  int64_t fifth = extra + 1;
+  while ((hash(fifth) & 15) != set) ++fifth;
+  store(fifth);
+  EXPECT_EQ(cache.find(same_set.front(), hash(same_set.front())), nullptr);  // the oldest
+  for (std::size_t i = 1; i < same_set.size(); ++i) {
+    EXPECT_NE(cache.find(same_set[i], hash(same_set[i])), nullptr) << same_set[i];
+  }
+  EXPECT_NE(cache.find(fifth, hash(fifth)), nullptr);
+  for (const int64_t key : stored) {
+    if ((hash(key) & 15) != set) {
+      EXPECT_NE(cache.find(key, hash(key)), nullptr) << key;
+    }
+  }
+  // A slot whose filling did not finish is never found.
+  Cache::Slot& unfinished = cache.replace(hash(fifth));
+  unfinished.key = 777;
+  EXPECT_EQ(cache.find(777, hash(fifth)), nullptr);
 }
 
 TEST(LinearDispatch, SweepStaysWithinEveryLimit) {

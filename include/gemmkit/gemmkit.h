@@ -65,11 +65,17 @@ struct Tensor {
   int64_t shape[kMaxRank] = {};
   int64_t strides[kMaxRank] = {};
 
-  // Row-major contiguous strides.
+  // Row-major contiguous strides. The braced-list forms ({n, k}) build the same descriptor
+  // without allocating (a descriptor built on every call costs no heap traffic).
   static Tensor contiguous(void* data, DType dtype, Device device,
                            const std::vector<int64_t>& shape);
+  static Tensor contiguous(void* data, DType dtype, Device device,
+                           std::initializer_list<int64_t> shape);
   static Tensor strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
                         const std::vector<int64_t>& strides);
+  static Tensor strided(void* data, DType dtype, Device device,
+                        std::initializer_list<int64_t> shape,
+                        std::initializer_list<int64_t> strides);
 
   // shape / strides [0, rank); empty when rank is outside [0, kMaxRank].
   std::vector<int64_t> sizes() const;

@@ -2,19 +2,25 @@
 // stable ABI (one binary for every torch from the targeted version on).
 //
 // Each kernel turns the torch tensors into gemmkit descriptors (no copy), guards the tensors'
-// device, takes torch's current CUDA stream and calls gemmkit. A gemmkit::Error propagates as a
-// std::runtime_error carrying gemmkit's message, which torch raises as a Python RuntimeError
+// device, takes torch's current CUDA stream and calls gemmkit. The linear ops, the hot path of
+// decode steps, read their arguments and allocate their output through the shim directly (no
+// StableTensor wrappers, no dispatcher round trip for the allocation). A gemmkit::Error propagates
+// as a std::runtime_error carrying gemmkit's message, which torch raises as a Python RuntimeError
 // (the Python package re-raises it as gemmkit.Error).
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gemmkit/gemmkit.h"
@@ -51,70 +57,112 @@ const char* scalar_type_name(ScalarType type) {
   }
 }
 
-DType dtype_of(ScalarType type, const char* op, const char* name) {
-  switch (type) {
-    case ScalarType::BFloat16:
-      return DType::bf16;
-    case ScalarType::Half:
-      return DType::f16;
-    case ScalarType::Float:
-      return DType::f32;
-    default:
-      fail(op, name,
-           std::string("dtype ") + scalar_type_name(type) +
-               ": must be torch.bfloat16, torch.float16 or torch.float32");
-  }
+// The shim's codes of the dtypes and device types gemmkit takes (the shim returns them by call;
+// read once).
+struct ShimCodes {
+  int32_t bf16 = aoti_torch_dtype_bfloat16();
+  int32_t f16 = aoti_torch_dtype_float16();
+  int32_t f32 = aoti_torch_dtype_float32();
+  int32_t cpu = aoti_torch_device_type_cpu();
+  int32_t cuda = aoti_torch_device_type_cuda();
+};
+const ShimCodes& shim_codes() {
+  static const ShimCodes codes;
+  return codes;
 }
 
-Device device_of(const StableTensor& t, const char* op, const char* name) {
-  if (t.is_cpu()) return Device::cpu();
-  if (t.is_cuda()) return Device::cuda(t.get_device_index());
+DType dtype_of(AtenTensorHandle t, const char* op, const char* name) {
+  int32_t code = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t, &code));
+  const ShimCodes& codes = shim_codes();
+  if (code == codes.bf16) return DType::bf16;
+  if (code == codes.f16) return DType::f16;
+  if (code == codes.f32) return DType::f32;
+  const auto type = torch::stable::detail::to<ScalarType>(torch::stable::detail::from(code));
+  fail(op, name,
+       std::string("dtype ") + scalar_type_name(type) +
+           ": must be torch.bfloat16, torch.float16 or torch.float32");
+}
+
+Device device_of(AtenTensorHandle t, const char* op, const char* name) {
+  int32_t type = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(t, &type));
+  if (type == shim_codes().cpu) return Device::cpu();
+  if (type == shim_codes().cuda) {
+    int32_t index = 0;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(t, &index));
+    return Device::cuda(index);
+  }
   fail(op, name, "is on a device other than the CPU or CUDA: gemmkit runs on those two");
 }
 
+// The dim count, sizes and strides of `t` (borrowed from the tensor).
+struct Geometry {
+  int64_t rank = 0;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides = nullptr;
+};
+Geometry geometry_of(AtenTensorHandle t) {
+  Geometry g;
+  int64_t* sizes = nullptr;
+  int64_t* strides = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dim(t, &g.rank));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_sizes(t, &sizes));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_strides(t, &strides));
+  g.sizes = sizes;
+  g.strides = strides;
+  return g;
+}
+
+void* data_of(AtenTensorHandle t) {
+  void* data = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_data_ptr(t, &data));
+  return data;
+}
+
 // A gemmkit view of `t` with its own shape and strides (rank <= kMaxRank).
-Tensor view_of(const StableTensor& t, const char* op, const char* name) {
-  const int64_t rank = t.dim();
+Tensor view_of(AtenTensorHandle t, const char* op, const char* name) {
+  int64_t rank = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dim(t, &rank));
   if (rank > kMaxRank) {
     fail(op, name, "has rank " + std::to_string(rank) + "; gemmkit takes at most 8 dims");
   }
   Tensor v;
-  v.data = t.data_ptr();
-  v.dtype = dtype_of(t.scalar_type(), op, name);
+  v.data = data_of(t);
+  v.dtype = dtype_of(t, op, name);
   v.device = device_of(t, op, name);
   v.rank = static_cast<int>(rank);
-  const auto sizes = t.sizes();
-  const auto strides = t.strides();
+  const Geometry g = geometry_of(t);
   for (int64_t d = 0; d < rank; ++d) {
-    v.shape[d] = sizes[static_cast<std::size_t>(d)];
-    v.strides[d] = strides[static_cast<std::size_t>(d)];
+    v.shape[d] = g.sizes[d];
+    v.strides[d] = g.strides[d];
   }
   return v;
 }
 
 // The [n, last] matrix view of `t` (rank >= 1) whose leading dims collapse into one row index
 // without a copy, or nullopt when their strides do not allow it. A rank-1 tensor is one row.
-std::optional<Tensor> matrix_view_of(const StableTensor& t, const char* op, const char* name) {
-  const int64_t rank = t.dim();
-  if (rank < 1) fail(op, name, "is a 0-dim tensor; it must have at least one dim");
-  const auto sizes = t.sizes();
-  const auto strides = t.strides();
-  const auto last = static_cast<std::size_t>(rank - 1);
+std::optional<Tensor> matrix_view_of(AtenTensorHandle t, const char* op, const char* name) {
+  const Geometry g = geometry_of(t);
+  if (g.rank < 1) fail(op, name, "is a 0-dim tensor; it must have at least one dim");
+  const int64_t* sizes = g.sizes;
+  const int64_t* strides = g.strides;
+  const int64_t last = g.rank - 1;
   Tensor v;
-  v.data = t.data_ptr();
-  v.dtype = dtype_of(t.scalar_type(), op, name);
+  v.data = data_of(t);
+  v.dtype = dtype_of(t, op, name);
   v.device = device_of(t, op, name);
   v.rank = 2;
   v.shape[1] = sizes[last];
   v.strides[1] = strides[last];
   int64_t rows = 1;
-  for (std::size_t d = 0; d < last; ++d) rows *= sizes[d];
+  for (int64_t d = 0; d < last; ++d) rows *= sizes[d];
   v.shape[0] = rows;
   // The row stride: the stride of the innermost leading dim of size > 1; every outer leading
   // dim of size > 1 must step over exactly the dims inside it.
   int64_t row_stride = 0;
   int64_t span = 0;  // elements covered by the leading dims inside the current one
-  for (std::size_t d = last; d-- > 0;) {
+  for (int64_t d = last; d-- > 0;) {
     if (sizes[d] == 1) continue;
     if (row_stride == 0) {
       row_stride = strides[d];
@@ -166,35 +214,136 @@ void on_device(const Device& device, Call&& call) {
 std::optional<Tensor> optional_view(const std::optional<StableTensor>& t, const char* op,
                                     const char* name) {
   if (!t.has_value()) return std::nullopt;
-  return view_of(*t, op, name);
+  return view_of(t->get(), op, name);
+}
+
+// ---- arguments of a boxed call ---------------------------------------------------------------
+//
+// The linear ops read their stack themselves rather than through TORCH_BOX: each tensor argument
+// stays a bare handle (a StableTensor adds a shared control block per argument) and the variant
+// string is read in place (TORCH_BOX's conversion of a str argument, in torch 2.11's headers,
+// copies it into a heap string that it never frees: a leak on every call).
+
+// An owned tensor handle: deleted with the object unless released.
+class OwnedTensor {
+ public:
+  OwnedTensor() = default;
+  explicit OwnedTensor(AtenTensorHandle handle) : handle_(handle) {}
+  OwnedTensor(OwnedTensor&& other) noexcept : handle_(other.release()) {}
+  OwnedTensor& operator=(OwnedTensor&& other) noexcept {
+    std::swap(handle_, other.handle_);
+    return *this;
+  }
+  OwnedTensor(const OwnedTensor&) = delete;
+  OwnedTensor& operator=(const OwnedTensor&) = delete;
+  ~OwnedTensor() {
+    if (handle_ != nullptr) aoti_torch_delete_tensor_object(handle_);
+  }
+
+  AtenTensorHandle get() const { return handle_; }
+  bool has_value() const { return handle_ != nullptr; }
+  AtenTensorHandle release() {
+    AtenTensorHandle handle = handle_;
+    handle_ = nullptr;
+    return handle;
+  }
+
+ private:
+  AtenTensorHandle handle_ = nullptr;
+};
+
+OwnedTensor take_tensor(StableIValue value) {
+  return OwnedTensor(torch::stable::detail::to<AtenTensorHandle>(value));
+}
+
+// A `Tensor?` argument: a heap StableIValue holding the handle, or null for None.
+OwnedTensor take_optional_tensor(StableIValue value) {
+  auto* boxed = torch::stable::detail::to<StableIValue*>(value);
+  if (boxed == nullptr) return OwnedTensor();
+  OwnedTensor tensor = take_tensor(*boxed);
+  delete boxed;
+  return tensor;
+}
+
+// A `ScalarType?` argument as the shim's dtype code, or nullopt for None.
+std::optional<int32_t> take_optional_dtype(StableIValue value) {
+  auto* boxed = torch::stable::detail::to<StableIValue*>(value);
+  if (boxed == nullptr) return std::nullopt;
+  const auto code = torch::stable::detail::to<int32_t>(*boxed);
+  delete boxed;
+  return code;
+}
+
+// A `str` argument, read in place and freed with the object.
+class OwnedString {
+ public:
+  explicit OwnedString(StableIValue value)
+      : handle_(torch::stable::detail::to<StringHandle>(value)) {}
+  OwnedString(const OwnedString&) = delete;
+  OwnedString& operator=(const OwnedString&) = delete;
+  ~OwnedString() { torch_delete_string(handle_); }
+
+  std::string_view view() const {
+    std::size_t length = 0;
+    const char* data = nullptr;
+    TORCH_ERROR_CODE_CHECK(torch_string_length(handle_, &length));
+    TORCH_ERROR_CODE_CHECK(torch_string_c_str(handle_, &data));
+    return std::string_view(data, length);
+  }
+
+ private:
+  StringHandle handle_;
+};
+
+void check_arity(const char* schema_name, uint64_t num_args, uint64_t expected_args,
+                 uint64_t num_outputs, uint64_t expected_outputs) {
+  STD_TORCH_CHECK(num_args == expected_args, "gemmkit::", schema_name, ": the schema has ",
+                  num_args, " args, the kernel takes ", expected_args);
+  STD_TORCH_CHECK(num_outputs == expected_outputs, "gemmkit::", schema_name, ": the schema has ",
+                  num_outputs, " outputs, the kernel returns ", expected_outputs);
 }
 
 // ---- linear ----------------------------------------------------------------------------------
 
-LinearOptions linear_options(std::string_view kernel, int64_t pdl,
-                             const std::optional<StableTensor>& workspace, const Device& device) {
+// The arguments of linear / linear_out after the tensors they take first.
+struct LinearArguments {
+  OwnedTensor w;
+  OwnedTensor bias;
+  std::string_view kernel;
+  int64_t pdl = -1;
+  OwnedTensor workspace;
+};
+
+LinearOptions linear_options(const LinearArguments& args, const Device& device) {
   LinearOptions options;
-  options.kernel = std::string(kernel);
-  if (pdl < -1 || pdl > 1) {
-    fail("linear", "pdl", std::to_string(pdl) + ": must be -1 (default), 0 (off) or 1 (on)");
+  if (!args.kernel.empty()) options.kernel = std::string(args.kernel);
+  if (args.pdl < -1 || args.pdl > 1) {
+    fail("linear", "pdl", std::to_string(args.pdl) + ": must be -1 (default), 0 (off) or 1 (on)");
   }
-  options.pdl = static_cast<int>(pdl);
-  if (workspace.has_value()) {
-    if (!workspace->is_contiguous()) {
+  options.pdl = static_cast<int>(args.pdl);
+  if (args.workspace.has_value()) {
+    const AtenTensorHandle workspace = args.workspace.get();
+    bool contiguous = false;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_is_contiguous(workspace, &contiguous));
+    if (!contiguous) {
       fail("linear", "workspace", "must be a contiguous tensor");
     }
-    if (device_of(*workspace, "linear", "workspace") != device) {
+    const Device workspace_device = device_of(workspace, "linear", "workspace");
+    if (workspace_device != device) {
       fail("linear", "workspace",
-           "is on " + device_of(*workspace, "linear", "workspace").str() +
-               "; must be on x's device " + device.str());
+           "is on " + workspace_device.str() + "; must be on x's device " + device.str());
     }
-    options.workspace = workspace->data_ptr();
-    options.workspace_bytes = workspace->numel() * static_cast<int64_t>(workspace->element_size());
+    int64_t numel = 0;
+    int32_t dtype = 0;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_numel(workspace, &numel));
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(workspace, &dtype));
+    options.workspace = data_of(workspace);
+    options.workspace_bytes = numel * static_cast<int64_t>(aoti_torch_dtype_element_size(dtype));
   }
   return options;
 }
 
-Tensor linear_matrix(const StableTensor& t, const char* name) {
+Tensor linear_matrix(AtenTensorHandle t, const char* name) {
   std::optional<Tensor> v = matrix_view_of(t, "linear", name);
   if (!v) {
     fail("linear", name,
@@ -204,41 +353,114 @@ Tensor linear_matrix(const StableTensor& t, const char* name) {
   return *v;
 }
 
-void run_linear(const Tensor& x_view, const StableTensor& w,
-                const std::optional<StableTensor>& bias, const StableTensor& out,
-                std::string_view kernel, int64_t pdl,
-                const std::optional<StableTensor>& workspace) {
-  const Tensor w_view = view_of(w, "linear", "w");
-  const std::optional<Tensor> bias_view = optional_view(bias, "linear", "bias");
+void run_linear(const Tensor& x_view, const LinearArguments& args, AtenTensorHandle out) {
+  const Tensor w_view = view_of(args.w.get(), "linear", "w");
+  std::optional<Tensor> bias_view;
+  if (args.bias.has_value()) bias_view = view_of(args.bias.get(), "linear", "bias");
   const Tensor out_view = linear_matrix(out, "out");
-  const LinearOptions options = linear_options(kernel, pdl, workspace, x_view.device);
+  const LinearOptions options = linear_options(args, x_view.device);
   on_device(x_view.device, [&](Stream stream) {
     gemmkit::linear(x_view, w_view, bias_view, out_view, options, stream);
   });
 }
 
-StableTensor linear(StableTensor x, StableTensor w, std::optional<StableTensor> bias,
-                    std::optional<ScalarType> out_dtype, std::string_view kernel, int64_t pdl,
-                    std::optional<StableTensor> workspace) {
-  if (x.dim() < 1) fail("linear", "x", "is a 0-dim tensor; it must be [..., k]");
-  if (w.dim() != 2) fail("linear", "w", "has rank " + std::to_string(w.dim()) + "; must be [m, k]");
-  std::optional<Tensor> x_view = matrix_view_of(x, "linear", "x");
-  if (!x_view) {
-    // Leading dims that do not collapse are made contiguous (one copy), as F.linear does.
-    x = torch::stable::contiguous(x);
-    x_view = matrix_view_of(x, "linear", "x");
+// The output of linear: a new tensor of `sizes` (`rank` dims) with torch's contiguous strides, of
+// shim dtype `dtype`, on x's device. The shim allocates it directly (aoti_torch_empty_strided);
+// the stable new_empty, which goes through the boxed dispatcher, serves only the shapes whose
+// strides the direct path does not compute (more dims than it holds, element counts beyond
+// int64, which new_empty reports).
+OwnedTensor new_linear_output(AtenTensorHandle x, const Device& device, const int64_t* sizes,
+                              int64_t rank, int32_t dtype) {
+  constexpr int64_t kDirectRank = 16;
+  int64_t strides[kDirectRank];
+  bool direct = rank <= kDirectRank;
+  int64_t running = 1;
+  for (int64_t d = rank; direct && d-- > 0;) {
+    strides[d] = running;
+    direct = !__builtin_mul_overflow(running, std::max<int64_t>(sizes[d], 1), &running);
   }
-  const auto sizes = x.sizes();
-  std::vector<int64_t> shape(sizes.begin(), sizes.end() - 1);
-  shape.push_back(w.sizes()[0]);
-  const StableTensor out = torch::stable::new_empty(x, shape, out_dtype.value_or(x.scalar_type()));
-  run_linear(*x_view, w, bias, out, kernel, pdl, workspace);
-  return out;
+  AtenTensorHandle result = nullptr;
+  if (direct) {
+    TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+        rank, sizes, strides, dtype, device.is_cpu() ? shim_codes().cpu : shim_codes().cuda,
+        device.is_cpu() ? 0 : device.index, &result));
+    return OwnedTensor(result);
+  }
+  AtenTensorHandle self = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle(x, &self));
+  const StableTensor empty = torch::stable::new_empty(
+      StableTensor(self), std::vector<int64_t>(sizes, sizes + rank),
+      torch::stable::detail::to<ScalarType>(torch::stable::detail::from(dtype)));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle(empty.get(), &result));
+  return OwnedTensor(result);
 }
 
-void linear_out(StableTensor x, StableTensor w, std::optional<StableTensor> bias, StableTensor out,
-                std::string_view kernel, int64_t pdl, std::optional<StableTensor> workspace) {
-  run_linear(linear_matrix(x, "x"), w, bias, out, kernel, pdl, workspace);
+// linear(Tensor x, Tensor w, Tensor? bias, ScalarType? out_dtype, str variant, int pdl,
+//        Tensor? workspace) -> Tensor
+void linear_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  check_arity("linear", num_args, 7, num_outputs, 1);
+  OwnedTensor x = take_tensor(stack[0]);
+  LinearArguments args;
+  args.w = take_tensor(stack[1]);
+  args.bias = take_optional_tensor(stack[2]);
+  const std::optional<int32_t> out_dtype = take_optional_dtype(stack[3]);
+  const OwnedString kernel(stack[4]);
+  args.kernel = kernel.view();
+  args.pdl = torch::stable::detail::to<int64_t>(stack[5]);
+  args.workspace = take_optional_tensor(stack[6]);
+
+  const Geometry x_geometry = geometry_of(x.get());
+  if (x_geometry.rank < 1) fail("linear", "x", "is a 0-dim tensor; it must be [..., k]");
+  const Geometry w_geometry = geometry_of(args.w.get());
+  if (w_geometry.rank != 2) {
+    fail("linear", "w", "has rank " + std::to_string(w_geometry.rank) + "; must be [m, k]");
+  }
+  std::optional<Tensor> x_view = matrix_view_of(x.get(), "linear", "x");
+  if (!x_view) {
+    // Leading dims that do not collapse are made contiguous (one copy), as F.linear does.
+    const StableTensor copy = torch::stable::contiguous(StableTensor(x.release()));
+    AtenTensorHandle handle = nullptr;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle(copy.get(), &handle));
+    x = OwnedTensor(handle);
+    x_view = matrix_view_of(x.get(), "linear", "x");
+  }
+  // The output [..., m]: x's leading dims (the copy has x's sizes), then w's rows.
+  const int64_t rank = x_geometry.rank;
+  int64_t inline_sizes[16];
+  std::vector<int64_t> heap_sizes;
+  int64_t* sizes = inline_sizes;
+  if (rank > 16) {
+    heap_sizes.resize(static_cast<std::size_t>(rank));
+    sizes = heap_sizes.data();
+  }
+  const int64_t* x_sizes = geometry_of(x.get()).sizes;
+  for (int64_t d = 0; d + 1 < rank; ++d) sizes[d] = x_sizes[d];
+  sizes[rank - 1] = w_geometry.sizes[0];
+  int32_t dtype = 0;
+  if (out_dtype) {
+    dtype = *out_dtype;
+  } else {
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
+  }
+  OwnedTensor out = new_linear_output(x.get(), x_view->device, sizes, rank, dtype);
+  run_linear(*x_view, args, out.get());
+  stack[0] = torch::stable::detail::from(out.release());
+}
+
+// linear_out(Tensor x, Tensor w, Tensor? bias, Tensor(a!) out, str variant, int pdl,
+//            Tensor? workspace) -> ()
+void linear_out_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  check_arity("linear_out", num_args, 7, num_outputs, 0);
+  const OwnedTensor x = take_tensor(stack[0]);
+  LinearArguments args;
+  args.w = take_tensor(stack[1]);
+  args.bias = take_optional_tensor(stack[2]);
+  const OwnedTensor out = take_tensor(stack[3]);
+  const OwnedString kernel(stack[4]);
+  args.kernel = kernel.view();
+  args.pdl = torch::stable::detail::to<int64_t>(stack[5]);
+  args.workspace = take_optional_tensor(stack[6]);
+  run_linear(linear_matrix(x.get(), "x"), args, out.get());
 }
 
 // ---- conv ------------------------------------------------------------------------------------
@@ -278,10 +500,10 @@ std::vector<int64_t> conv_out_shape(const StableTensor& x, const StableTensor& w
 void run_conv(const StableTensor& x, const StableTensor& weight,
               const std::optional<StableTensor>& bias, const StableTensor& out,
               const ConvParams& params) {
-  const Tensor x_view = view_of(x, "conv", "x");
-  const Tensor w_view = view_of(weight, "conv", "weight");
+  const Tensor x_view = view_of(x.get(), "conv", "x");
+  const Tensor w_view = view_of(weight.get(), "conv", "weight");
   const std::optional<Tensor> bias_view = optional_view(bias, "conv", "bias");
-  const Tensor out_view = view_of(out, "conv", "out");
+  const Tensor out_view = view_of(out.get(), "conv", "out");
   on_device(x_view.device, [&](Stream stream) {
     gemmkit::conv(x_view, w_view, bias_view, out_view, params, ConvOptions{}, stream);
   });
@@ -366,16 +588,16 @@ STABLE_TORCH_LIBRARY(gemmkit, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(gemmkit, CPU, m) {
   using namespace gemmkit::torch_ops;
-  m.impl("linear", TORCH_BOX(&linear));
-  m.impl("linear_out", TORCH_BOX(&linear_out));
+  m.impl("linear", &linear_boxed);
+  m.impl("linear_out", &linear_out_boxed);
   m.impl("conv_general", TORCH_BOX(&conv_general));
   m.impl("conv_general_out", TORCH_BOX(&conv_general_out));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(gemmkit, CUDA, m) {
   using namespace gemmkit::torch_ops;
-  m.impl("linear", TORCH_BOX(&linear));
-  m.impl("linear_out", TORCH_BOX(&linear_out));
+  m.impl("linear", &linear_boxed);
+  m.impl("linear_out", &linear_out_boxed);
   m.impl("conv_general", TORCH_BOX(&conv_general));
   m.impl("conv_general_out", TORCH_BOX(&conv_general_out));
 }

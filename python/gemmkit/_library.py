@@ -78,18 +78,54 @@ def _build_info_fake():
     return torch.empty(torch.library.get_ctx().new_dynamic_size(), dtype=torch.uint8)
 
 
-def _no_backward(ctx, *grads):
-    raise RuntimeError(
-        "gemmkit: the ops have no backward (they are for inference): run the model under "
-        "torch.no_grad() / torch.inference_mode(), or keep torch's modules for training"
-    )
+_NO_BACKWARD = (
+    "gemmkit: the ops have no backward (they are for inference): run the model under "
+    "torch.no_grad() / torch.inference_mode(), or keep torch's modules for training"
+)
 
 
-def _no_context(ctx, inputs, output):
-    pass
+class _NoBackward(torch.autograd.Function):
+    """A gemmkit op called with inputs that require grad: the op runs below autograd and its
+    output's backward refuses."""
+
+    @staticmethod
+    def forward(ctx, op, keyset, *args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_NO_BACKWARD)
 
 
-# An explicit autograd formula that refuses to differentiate, instead of torch's fallback (a
+def _any_requires_grad_fallback(*args):
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
+def _autograd_kernel(op):
+    """The op's Autograd-key kernel: what torch.library.register_autograd builds for an op whose
+    backward refuses, without its per-call Python bookkeeping (the no-grad path is one check and
+    the redispatch below autograd)."""
+    redispatch = op.redispatch
+    after_autograd = torch._C._after_autograd_keyset
+    below_autograd = torch._C._AutoDispatchBelowAutograd
+    grad_enabled = torch.is_grad_enabled
+    any_requires_grad = getattr(torch._C, "_any_requires_grad", _any_requires_grad_fallback)
+
+    def kernel(keyset, *args):
+        if grad_enabled() and any_requires_grad(*args):
+            return _NoBackward.apply(op, keyset, *args)
+        with below_autograd():
+            return redispatch(keyset & after_autograd, *args)
+
+    return kernel
+
+
+# An explicit autograd kernel that refuses to differentiate, instead of torch's fallback (a
 # warning on every call with inputs that require grad, then silently missing gradients).
-for _op in ("gemmkit::linear", "gemmkit::conv_general"):
-    torch.library.register_autograd(_op, _no_backward, setup_context=_no_context)
+_autograd_library = torch.library.Library("gemmkit", "IMPL")
+for _name in ("linear", "conv_general"):
+    _autograd_library.impl(
+        _name, _autograd_kernel(getattr(torch.ops.gemmkit, _name).default), "Autograd",
+        with_keyset=True,
+    )

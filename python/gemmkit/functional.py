@@ -47,10 +47,6 @@ def _reraise(error: RuntimeError):
     raise error
 
 
-def _pdl_value(pdl: Optional[bool]) -> int:
-    return -1 if pdl is None else int(bool(pdl))
-
-
 def linear(
     x: torch.Tensor,
     w: torch.Tensor,
@@ -70,10 +66,12 @@ def linear(
     them), ``pdl`` switches programmatic dependent launch, ``workspace`` is a CUDA byte buffer for
     the cuBLASLt path (see LinearOptions in gemmkit.h).
     """
+    # The op call and nothing else: the pdl switch is mapped inline (-1: GEMMKIT_LINEAR_PDL).
+    pdl_value = -1 if pdl is None else int(bool(pdl))
     try:
         if out is None:
-            return _linear(x, w, bias, out_dtype, kernel or "", _pdl_value(pdl), workspace)
-        _linear_out(x, w, bias, out, kernel or "", _pdl_value(pdl), workspace)
+            return _linear(x, w, bias, out_dtype, kernel or "", pdl_value, workspace)
+        _linear_out(x, w, bias, out, kernel or "", pdl_value, workspace)
         return out
     except RuntimeError as error:
         _reraise(error)

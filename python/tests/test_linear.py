@@ -155,3 +155,52 @@ def test_raw_op_raises_runtime_error_with_the_same_message():
 def test_pdl_value_checked():
     with pytest.raises(RuntimeError, match="pdl 5"):
         torch.ops.gemmkit.linear(torch.randn(2, 16), torch.randn(8, 16), None, None, "", 5)
+
+
+@pytest.mark.parametrize("shape", [(3, 16), (2, 3, 16), (2, 0, 16), (0, 16), (16,),
+                                   (1,) * 19 + (16,)], ids=str)
+@pytest.mark.parametrize("out_dtype", [None, torch.float32])
+def test_allocated_output_is_a_contiguous_tensor_like_new_empty(shape, out_dtype):
+    torch.manual_seed(len(shape))
+    x = torch.randn(shape).bfloat16()
+    w = torch.randn(8, 16).bfloat16()
+    out = torch.ops.gemmkit.linear(x, w, None, out_dtype)
+    expected = x.new_empty((*shape[:-1], 8), dtype=out_dtype or x.dtype)
+    assert out.shape == expected.shape and out.stride() == expected.stride()
+    assert out.dtype == expected.dtype and out.device == expected.device
+    assert not out.requires_grad
+    assert_close_to(out, reference(x, w, None, out.dtype), out.dtype)
+
+
+def test_allocated_output_of_an_x_whose_leading_dims_do_not_collapse():
+    x = torch.randn(4, 3, 16).transpose(0, 1)  # (3, 4, 16), rows not one stride apart
+    w = torch.randn(8, 16)
+    out = torch.ops.gemmkit.linear(x, w)
+    assert out.shape == (3, 4, 8) and out.is_contiguous()
+    assert_close_to(out, reference(x, w, None, torch.float32), torch.float32)
+
+
+def test_op_with_inputs_that_require_grad_runs_and_refuses_backward():
+    x = torch.randn(2, 16)
+    w = torch.randn(8, 16, requires_grad=True)
+    out = torch.ops.gemmkit.linear(x, w)
+    assert out.requires_grad
+    assert_close_to(out.detach(), reference(x, w.detach(), None, torch.float32), torch.float32)
+    with pytest.raises(RuntimeError, match="no backward"):
+        out.sum().backward()
+    with torch.no_grad():
+        assert not torch.ops.gemmkit.linear(x, w).requires_grad
+    with pytest.raises(RuntimeError, match=r"^gemmkit::linear: w .*k = 16"):
+        torch.ops.gemmkit.linear(x, torch.randn(8, 15, requires_grad=True))
+
+
+def test_repeated_calls_keep_no_memory():
+    resource = pytest.importorskip("resource")
+    x, w, out = torch.randn(0, 16), torch.randn(8, 16), torch.empty(0, 8)
+    for _ in range(10000):
+        torch.ops.gemmkit.linear_out(x, w, None, out, "", -1, None)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(200000):  # a leak of one small string per call would be ~10 MB
+        torch.ops.gemmkit.linear_out(x, w, None, out, "", -1, None)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 4096, f"{grown_kib} KiB more resident after 200000 calls"

@@ -312,12 +312,12 @@ void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bi
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;
   if (problem.batch == 0) {
-    detail::finish_empty_call(kOp, x.device, "options.algo", options.algo, info,
+    detail::finish_empty_call(kOp, x.device, "options.algo", options.algo, &info,
                               [&] { return describe(problem); });
     return;
   }
   detail::run_on_backend(
-      kOp, x.device, "options.algo", options.algo, info, [&] { cpu::conv(problem, info); },
+      kOp, x.device, "options.algo", options.algo, &info, [&] { cpu::conv(problem, info); },
       [&] {
 #ifdef GEMMKIT_WITH_CUDA
         cuda::conv(problem, options, stream, info);

@@ -8,9 +8,6 @@
 
 namespace gemmkit::detail {
 
-// `forced` is the kernel/algorithm option (`option_name` in messages): the CPU backend has one
-// kernel per op, so it accepts only "", "auto" and "reference". `describe` is called only when
-// GEMMKIT_LOG is on.
 // The backend-level rules every call meets, whether it runs or not: the CPU backend's forced-kernel
 // rule, and a CUDA device only in a build with the CUDA backend.
 inline void check_backend(const char* op, const Device& device, const char* option_name,
@@ -26,9 +23,13 @@ inline void check_backend(const char* op, const Device& device, const char* opti
 #endif
 }
 
+// `forced` is the kernel/algorithm option (`option_name` in messages): the CPU backend has one
+// kernel per op, so it accepts only "", "auto" and "reference". `info` receives what ran; nullptr
+// when nobody reads it (no CallInfo asked for and GEMMKIT_LOG off), and never nullptr when
+// GEMMKIT_LOG is on. `describe` is called only when GEMMKIT_LOG is on.
 template <typename CpuCall, typename CudaCall, typename Describe>
 void run_on_backend(const char* op, const Device& device, const char* option_name,
-                    const std::string& forced, CallInfo& info, CpuCall cpu_call, CudaCall cuda_call,
+                    const std::string& forced, CallInfo* info, CpuCall cpu_call, CudaCall cuda_call,
                     Describe describe) {
   check_backend(op, device, option_name, forced);
   if (device.is_cpu()) {
@@ -40,20 +41,29 @@ void run_on_backend(const char* op, const Device& device, const char* option_nam
     (void)cuda_call;
 #endif
   }
-  if (log_enabled()) log_call(op, describe(), info);
+  if (log_enabled()) log_call(op, describe(), *info);
 }
 
 // A validated call with an empty batch (n = 0): nothing to compute, so no backend runs and no
 // kernel is launched. The CPU's forced-kernel rule and the build's backends are checked as for
-// any call; the CUDA backend's kernel names and the device itself are not consulted.
+// any call; the CUDA backend's kernel names and the device itself are not consulted. `info` as
+// for run_on_backend.
 template <typename Describe>
 void finish_empty_call(const char* op, const Device& device, const char* option_name,
-                       const std::string& forced, CallInfo& info, Describe describe) {
+                       const std::string& forced, CallInfo* info, Describe describe) {
   check_backend(op, device, option_name, forced);
-  info.backend = device.is_cpu() ? "cpu" : "cuda";
-  info.kernel = "none (empty batch)";
-  info.reason = "n = 0: no output element to compute; nothing was launched";
-  if (log_enabled()) log_call(op, describe(), info);
+  if (info == nullptr) return;
+  info->backend = device.is_cpu() ? "cpu" : "cuda";
+  info->kernel = "none (empty batch)";
+  info->reason = "n = 0: no output element to compute; nothing was launched";
+  if (log_enabled()) log_call(op, describe(), *info);
+}
+
+// Where an operation writes what it ran: the caller's CallInfo (`requested`), else `local` when
+// GEMMKIT_LOG prints it, else nowhere (nullptr: the backends build no name or reason text).
+inline CallInfo* call_info_sink(CallInfo* requested, CallInfo& local) {
+  if (requested != nullptr) return requested;
+  return log_enabled() ? &local : nullptr;
 }
 
 }  // namespace gemmkit::detail

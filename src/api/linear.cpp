@@ -42,16 +42,10 @@ detail::LinearProblem validate_linear(const Tensor& x, const Tensor& w,
   detail::check_disjoint(kOp, "out", out, "w", w);
   if (bias) detail::check_disjoint(kOp, "out", out, "bias", *bias);
 
-  detail::LinearProblem p;
-  p.n = x.shape[0];
-  p.m = w.shape[0];
-  p.k = x.shape[1];
-  p.x = x;
-  p.w = w;
-  p.has_bias = bias.has_value();
-  if (bias) p.bias = *bias;
-  p.out = out;
-  return p;
+  // Built in one step: every field copied once (a default-built problem would zero its four
+  // descriptors first, on every call).
+  return detail::LinearProblem{
+      x.shape[0], w.shape[0], x.shape[1], x, w, bias.has_value(), bias ? *bias : Tensor{}, out};
 }
 
 std::string describe(const detail::LinearProblem& p) {
@@ -77,7 +71,7 @@ void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
                      ": must be -1, 0 or 1 (-1: GEMMKIT_LINEAR_PDL, 0: off, 1: on)");
   }
   CallInfo local;
-  CallInfo& info = options.info ? *options.info : local;
+  CallInfo* const info = detail::call_info_sink(options.info, local);
   if (problem.n == 0) {
     detail::finish_empty_call(kOp, x.device, "options.kernel", options.kernel, info,
                               [&] { return describe(problem); });

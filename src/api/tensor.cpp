@@ -66,43 +66,64 @@ Device parse_device(const std::string& name) {
   throw Error("device: value '" + name + "' is not one of cpu, cuda, cuda:N");
 }
 
-Tensor Tensor::contiguous(void* data, DType dtype, Device device,
-                          const std::vector<int64_t>& shape) {
-  if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    throw Error("gemmkit::Tensor::contiguous: shape has rank " + std::to_string(shape.size()) +
-                "; the rank must be at most " + std::to_string(kMaxRank));
-  }
-  std::vector<int64_t> strides(shape.size(), 1);
-  int64_t running = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[i] = running;
-    // Saturate: an overflowing shape is reported by the operation's validation (numel()).
-    running = detail::saturating_mul(running, shape[i] > 0 ? shape[i] : 1);
-  }
-  return strided(data, dtype, device, shape, strides);
-}
+namespace {
 
-Tensor Tensor::strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
-                       const std::vector<int64_t>& strides) {
-  if (shape.size() > static_cast<std::size_t>(kMaxRank)) {
-    throw Error("gemmkit::Tensor::strided: shape has rank " + std::to_string(shape.size()) +
-                "; the rank must be at most " + std::to_string(kMaxRank));
+// The descriptor of `rank` dims from `shape` and `strides` (nullptr: row-major contiguous), with
+// the rank checks of the factory named `factory`; `stride_count` is the length of the strides
+// given (ignored without strides).
+Tensor make_tensor(const char* factory, void* data, DType dtype, Device device,
+                   const int64_t* shape, std::size_t rank, const int64_t* strides,
+                   std::size_t stride_count) {
+  if (rank > static_cast<std::size_t>(kMaxRank)) {
+    throw Error(std::string("gemmkit::Tensor::") + factory + ": shape has rank " +
+                std::to_string(rank) + "; the rank must be at most " + std::to_string(kMaxRank));
   }
-  if (strides.size() != shape.size()) {
-    throw Error("gemmkit::Tensor::strided: strides has " + std::to_string(strides.size()) +
-                " entries but shape has " + std::to_string(shape.size()) +
+  if (strides != nullptr && stride_count != rank) {
+    throw Error(std::string("gemmkit::Tensor::") + factory + ": strides has " +
+                std::to_string(stride_count) + " entries but shape has " + std::to_string(rank) +
                 "; they must have the same length");
   }
   Tensor t;
   t.data = data;
   t.dtype = dtype;
   t.device = device;
-  t.rank = static_cast<int>(shape.size());
-  for (int i = 0; i < t.rank; ++i) {
+  t.rank = static_cast<int>(rank);
+  int64_t running = 1;
+  for (std::size_t i = rank; i-- > 0;) {
     t.shape[i] = shape[i];
-    t.strides[i] = strides[i];
+    if (strides != nullptr) {
+      t.strides[i] = strides[i];
+    } else {
+      t.strides[i] = running;
+      // Saturate: an overflowing shape is reported by the operation's validation (numel()).
+      running = detail::saturating_mul(running, shape[i] > 0 ? shape[i] : 1);
+    }
   }
   return t;
+}
+
+}  // namespace
+
+Tensor Tensor::contiguous(void* data, DType dtype, Device device,
+                          const std::vector<int64_t>& shape) {
+  return make_tensor("contiguous", data, dtype, device, shape.data(), shape.size(), nullptr, 0);
+}
+
+Tensor Tensor::contiguous(void* data, DType dtype, Device device,
+                          std::initializer_list<int64_t> shape) {
+  return make_tensor("contiguous", data, dtype, device, shape.begin(), shape.size(), nullptr, 0);
+}
+
+Tensor Tensor::strided(void* data, DType dtype, Device device, const std::vector<int64_t>& shape,
+                       const std::vector<int64_t>& strides) {
+  return make_tensor("strided", data, dtype, device, shape.data(), shape.size(), strides.data(),
+                     strides.size());
+}
+
+Tensor Tensor::strided(void* data, DType dtype, Device device, std::initializer_list<int64_t> shape,
+                       std::initializer_list<int64_t> strides) {
+  return make_tensor("strided", data, dtype, device, shape.begin(), shape.size(), strides.begin(),
+                     strides.size());
 }
 
 namespace {

@@ -22,6 +22,15 @@ namespace {
 // most one more step of enumeration); above, it applies the sorted-stride rule alone.
 constexpr int64_t kExactOverlapSpan = int64_t{1} << 24;
 
+// dtype_size and Device's operator==, inline here: validation runs on every call, and those live
+// in another translation unit. For descriptors check_descriptor accepted (a dtype of the enum).
+inline int64_t element_bytes(DType dtype) {
+  return dtype == DType::f32 ? 4 : 2;
+}
+inline bool same_device(const Device& a, const Device& b) {
+  return a.kind == b.kind && (a.kind == DeviceKind::cpu || a.index == b.index);
+}
+
 // Largest element offset + 1, in elements (sizes >= 1 and strides >= 1 already checked).
 int64_t element_span(const char* op, const char* name, const Tensor& t) {
   const auto what = [&] {
@@ -52,7 +61,7 @@ int64_t span_bytes(const Tensor& t) {
   if (element_count(t) == 0) return 0;
   int64_t last = 0;
   for (int i = 0; i < t.rank; ++i) last += (t.shape[i] - 1) * t.strides[i];
-  return (last + 1) * static_cast<int64_t>(dtype_size(t.dtype));
+  return (last + 1) * element_bytes(t.dtype);
 }
 
 std::string format_index(const int64_t* index, int rank) {
@@ -134,19 +143,19 @@ void check_tensor(const char* op, const char* name, const Tensor& t, int rank,
   }
   if (count == 0) return;  // an empty batch: no memory is read or written, any pointer will do
   const int64_t span = element_span(op, name, t);
-  checked_mul(span, static_cast<int64_t>(dtype_size(t.dtype)), [&] {
+  checked_mul(span, element_bytes(t.dtype), [&] {
     return std::string("gemmkit::") + op + ": " + name + " " + t.str() + ": size in bytes";
   });
   if (t.data == nullptr) {
     fail(op, name,
          t.str() + ": data is null but the tensor has " + std::to_string(count) + " elements");
   }
-  const std::size_t element_bytes = dtype_size(t.dtype);
-  if (reinterpret_cast<uintptr_t>(t.data) % element_bytes != 0) {
+  const auto alignment = static_cast<std::size_t>(element_bytes(t.dtype));
+  if (reinterpret_cast<uintptr_t>(t.data) % alignment != 0) {
     fail(op, name,
          t.str() + ": data address " + format_address(t.data) +
              " is not aligned to the element size of " + dtype_name(t.dtype) + " (" +
-             std::to_string(element_bytes) + " bytes)");
+             std::to_string(alignment) + " bytes)");
   }
 }
 
@@ -186,7 +195,7 @@ void check_non_overlapping(const char* op, const char* name, const Tensor& t) {
   if (short_dim < 0) return;
   // Exact: enumerate the offsets (interleaved layouts such as strides [4, 3] for shape [2, 5]
   // pass it). A collision is found within span + 1 steps.
-  const int64_t span = span_bytes(t) / static_cast<int64_t>(dtype_size(t.dtype));
+  const int64_t span = span_bytes(t) / element_bytes(t.dtype);
   if (span > kExactOverlapSpan) {
     fail(op, name,
          t.str() + ": elements may overlap (dim " + std::to_string(short_dim) + " stride " +
@@ -222,7 +231,7 @@ void check_non_overlapping(const char* op, const char* name, const Tensor& t) {
 
 void check_disjoint(const char* op, const char* out_name, const Tensor& out, const char* input_name,
                     const Tensor& input) {
-  if (out.device != input.device) return;
+  if (!same_device(out.device, input.device)) return;
   const int64_t out_bytes = span_bytes(out), in_bytes = span_bytes(input);
   if (out_bytes == 0 || in_bytes == 0) return;  // an empty tensor has no memory
   const auto out_begin = reinterpret_cast<uintptr_t>(out.data);
@@ -241,7 +250,7 @@ void check_disjoint(const char* op, const char* out_name, const Tensor& out, con
 
 void check_same_device(const char* op, const char* name, const Tensor& t, const char* ref_name,
                        const Tensor& ref) {
-  if (t.device != ref.device) {
+  if (!same_device(t.device, ref.device)) {
     fail(op, name,
          "is on " + t.device.str() + " but " + ref_name + " is on " + ref.device.str() +
              "; all tensors of a call must be on one device");

@@ -6,7 +6,8 @@
 
 namespace gemmkit::cpu {
 
-void linear(const detail::LinearProblem& problem, CallInfo& info);
+// `info` (nullptr: nobody reads it) receives the kernel and why.
+void linear(const detail::LinearProblem& problem, CallInfo* info);
 void conv(const detail::ConvProblem& problem, CallInfo& info);
 
 }  // namespace gemmkit::cpu

@@ -58,7 +58,7 @@ class PackedRows {
 
 }  // namespace
 
-void linear(const detail::LinearProblem& problem, CallInfo& info) {
+void linear(const detail::LinearProblem& problem, CallInfo* info) {
   const int64_t n = problem.n, m = problem.m, k = problem.k;
   const int64_t kpad = round_up8(k);
   const DotKernels& kernels = dot_kernels();
@@ -67,11 +67,13 @@ void linear(const detail::LinearProblem& problem, CallInfo& info) {
   const bool parallel = macs >= 65536.0;
   const int threads = parallel ? num_threads() : 1;
 
-  info.backend = "cpu";
-  info.kernel = "cpu.linear.packed";
-  info.reason = std::string("only CPU linear kernel (fp32-packed operands, 8-lane fp32 dot, ") +
-                kernels.name + ", " + std::to_string(threads) + " thread" +
-                (threads == 1 ? ")" : "s)");
+  if (info != nullptr) {
+    info->backend = "cpu";
+    info->kernel = "cpu.linear.packed";
+    info->reason = std::string("only CPU linear kernel (fp32-packed operands, 8-lane fp32 dot, ") +
+                   kernels.name + ", " + std::to_string(threads) + " thread" +
+                   (threads == 1 ? ")" : "s)");
+  }
   if (n <= 0 || m <= 0) return;
 
   const Tensor& x = problem.x;

@@ -21,8 +21,10 @@ void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes, int
 void fill_bytes(void* device_dst, uint8_t value, std::size_t bytes, int device);
 void synchronize(int device);
 
+// `info` (nullptr: nobody reads it) receives the kernel and why; the strings are built only
+// when it is given.
 void linear(const detail::LinearProblem& problem, const LinearOptions& options, Stream stream,
-            CallInfo& info);
+            CallInfo* info);
 void conv(const detail::ConvProblem& problem, const ConvOptions& options, Stream stream,
           CallInfo& info);
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -107,6 +108,49 @@ TEST(ApiBoundary, DescribingAnIllFormedTensorReadsOnlyItsFields) {
   t.rank = -3;
   EXPECT_EQ(t.stride_vector().size(), 0u);
   expect_error([&] { (void)t.numel(); }, {"rank -3"});
+}
+
+TEST(ApiBoundary, BracedAndVectorFactoriesBuildTheSameDescriptor) {
+  std::vector<float> data(24);
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.data, b.data);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_EQ(a.device, b.device);
+    EXPECT_EQ(a.rank, b.rank);
+    for (int i = 0; i < kMaxRank; ++i) {  // the entries past the rank too
+      EXPECT_EQ(a.shape[i], b.shape[i]) << i;
+      EXPECT_EQ(a.strides[i], b.strides[i]) << i;
+    }
+  };
+  const std::vector<int64_t> shape{2, 0, 3, 4};
+  same(Tensor::contiguous(data.data(), DType::bf16, Device::cuda(1), {2, 0, 3, 4}),
+       Tensor::contiguous(data.data(), DType::bf16, Device::cuda(1), shape));
+  EXPECT_EQ(Tensor::contiguous(data.data(), DType::f32, kCpu, {2, 0, 3, 4}).stride_vector(),
+            (std::vector<int64_t>{12, 12, 4, 1}));
+  same(Tensor::contiguous(data.data(), DType::f32, kCpu, {}),
+       Tensor::contiguous(data.data(), DType::f32, kCpu, std::vector<int64_t>{}));
+  same(Tensor::strided(data.data(), DType::f16, kCpu, {3, 4}, {1, 3}),
+       Tensor::strided(data.data(), DType::f16, kCpu, std::vector<int64_t>{3, 4},
+                       std::vector<int64_t>{1, 3}));
+  // The same errors from either form.
+  const std::vector<int64_t> nine(9, 1);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { Tensor::contiguous(data.data(), DType::f32, kCpu, nine); },
+           [&] {
+             Tensor::contiguous(data.data(), DType::f32, kCpu, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+           }}) {
+    expect_error(call, {"gemmkit::Tensor::contiguous: shape has rank 9", "at most 8"});
+  }
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] {
+             Tensor::strided(data.data(), DType::f32, kCpu, std::vector<int64_t>{2, 3},
+                             std::vector<int64_t>{1});
+           },
+           [&] {
+             Tensor::strided(data.data(), DType::f32, kCpu, {2, 3}, {1});
+           }}) {
+    expect_error(call, {"gemmkit::Tensor::strided: strides has 1 entries but shape has 2"});
+  }
 }
 
 // ---- 2, 3, 7. from_dlpack

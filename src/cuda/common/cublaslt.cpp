@@ -1,6 +1,7 @@
 #include "cuda/common/cublaslt.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -43,13 +44,18 @@ void check_cublaslt(cublasStatus_t status, const char* call, const char* file, i
 
 cublasLtHandle_t cublaslt_handle(int device) {
   static std::mutex mutex;
-  static std::array<cublasLtHandle_t, kMaxDevices> handles{};
+  // Published once created: the calls after a device's first read them without the mutex.
+  static std::array<std::atomic<cublasLtHandle_t>, kMaxDevices> handles{};
   check_device_index(device);
+  std::atomic<cublasLtHandle_t>& slot = handles[static_cast<std::size_t>(device)];
+  cublasLtHandle_t handle = slot.load(std::memory_order_acquire);
+  if (handle != nullptr) return handle;
   std::lock_guard<std::mutex> lock(mutex);
-  cublasLtHandle_t& handle = handles[static_cast<std::size_t>(device)];
+  handle = slot.load(std::memory_order_relaxed);
   if (handle == nullptr) {
     const RelaxedCaptureMode relaxed;  // a first call may come inside a capture
     GEMMKIT_CUBLASLT_CHECK(cublasLtCreate(&handle));
+    slot.store(handle, std::memory_order_release);
   }
   return handle;
 }

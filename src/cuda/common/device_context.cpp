@@ -1,6 +1,7 @@
 #include "cuda/common/device_context.h"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -50,9 +51,17 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::array<std::unique_ptr<DeviceProperties>, kMaxDevices> g_properties;
 std::mutex g_properties_mutex;
+// The properties read so far, published once complete: every call after a device's first reads
+// them without taking the mutex.
+std::array<std::atomic<const DeviceProperties*>, kMaxDevices> g_ready{};
 }  // namespace
 
 const DeviceProperties& device_properties(int device) {
+  if (device >= 0 && device < kMaxDevices) {
+    const DeviceProperties* ready =
+        g_ready[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+    if (ready != nullptr) return *ready;
+  }
   const int count = device_count();
   if (device < 0 || device >= count || device >= kMaxDevices) {
     throw Error("device cuda:" + std::to_string(device) + " does not exist (" +
@@ -79,6 +88,7 @@ const DeviceProperties& device_properties(int device) {
     p->max_grid_z = attribute(cudaDevAttrMaxGridDimZ);
     p->cluster_launch = attribute(cudaDevAttrClusterLaunch) != 0;
     slot = std::move(p);
+    g_ready[static_cast<std::size_t>(device)].store(slot.get(), std::memory_order_release);
   }
   return *slot;
 }

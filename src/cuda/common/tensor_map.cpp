@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/recent_cache.h"
 
 namespace gemmkit::cuda {
 
@@ -60,44 +61,47 @@ void encode_16bit(CUtensorMap* map, CUtensorMapDataType type, int rank, const vo
   }
 }
 
-struct CachedMap {
+// What a 2-D map encodes, besides the element type and swizzle every cached map shares.
+struct MapKey {
   const void* base = nullptr;
   int64_t rows = 0, cols = 0, row_stride = 0;
   int box_rows = 0, box_cols = 0;
-  CUtensorMap map{};
+
+  bool operator==(const MapKey& o) const {
+    return base == o.base && rows == o.rows && cols == o.cols && row_stride == o.row_stride &&
+           box_rows == o.box_rows && box_cols == o.box_cols;
+  }
+  uint64_t hash() const {
+    uint64_t h = mix_hash(0, reinterpret_cast<uintptr_t>(base));
+    h = mix_hash(h, static_cast<uint64_t>(rows));
+    h = mix_hash(h, static_cast<uint64_t>(cols));
+    h = mix_hash(h, static_cast<uint64_t>(row_stride));
+    return mix_hash(h, static_cast<uint64_t>(box_rows) << 32 | static_cast<uint32_t>(box_cols));
+  }
 };
 
-constexpr int kCacheEntries = 8;
+// 64 maps per thread in sets of 4: the weights and activations of a model's layers (each call
+// looks up two) stay encoded across a decode step of a few dozen layers.
+using MapCache = RecentCache<MapKey, CUtensorMap, 16, 4>;
 
 }  // namespace
 
 const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t cols,
                                        int64_t row_stride, int box_rows, int box_cols) {
-  // Most calls repeat a weight or activation buffer; a small per-thread cache skips encoding.
-  thread_local std::array<CachedMap, kCacheEntries> cache;
-  thread_local int next_slot = 0;
-  for (const CachedMap& entry : cache) {
-    if (entry.base == base && entry.rows == rows && entry.cols == cols &&
-        entry.row_stride == row_stride && entry.box_rows == box_rows &&
-        entry.box_cols == box_cols) {
-      return entry.map;
-    }
-  }
-  CachedMap& slot = cache[static_cast<std::size_t>(next_slot)];
-  next_slot = (next_slot + 1) % kCacheEntries;
-  slot.base = nullptr;  // empty until the encoding succeeds
+  // Most calls repeat a weight or activation buffer; a per-thread cache skips encoding.
+  thread_local MapCache cache;
+  const MapKey key{base, rows, cols, row_stride, box_rows, box_cols};
+  const uint64_t hash = key.hash();
+  if (MapCache::Slot* hit = cache.find(key, hash)) return hit->value;
+  MapCache::Slot& slot = cache.replace(hash);  // unused until the encoding succeeds
   const int64_t dims[2] = {cols, rows};
   const int64_t byte_strides[1] = {row_stride * 2};
   const int box[2] = {box_cols, box_rows};
-  encode_16bit(&slot.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, byte_strides, box,
+  encode_16bit(&slot.value, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, byte_strides, box,
                CU_TENSOR_MAP_SWIZZLE_128B);
-  slot.base = base;
-  slot.rows = rows;
-  slot.cols = cols;
-  slot.row_stride = row_stride;
-  slot.box_rows = box_rows;
-  slot.box_cols = box_cols;
-  return slot.map;
+  slot.key = key;
+  slot.used = true;
+  return slot.value;
 }
 
 CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,

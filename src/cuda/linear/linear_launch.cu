@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "api/validate.h"
 #include "cuda/common/cublaslt.h"
@@ -17,6 +19,7 @@
 #include "cuda/common/tensor_map.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/linear/config_cache.h"
+#include "cuda/linear/cublaslt_plans.h"
 #include "cuda/linear/linear_config.h"
 #include "cuda/linear/reference_kernel.cuh"
 #include "cuda/linear/simt_f32_kernel.cuh"
@@ -292,10 +295,86 @@ bool cublas_layout_ok(const detail::LinearProblem& p) {
          p.w.strides[0] >= p.k && p.out.strides[0] >= p.m;
 }
 
+// The cuBLASLt objects of one problem: the matmul descriptor, the layouts of w, x and out, and
+// the heuristic's algorithm. Move-only; destroys what it holds.
+struct CublasLtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  CublasLtPlan() = default;
+  CublasLtPlan(CublasLtPlan&& other) noexcept { swap(other); }
+  CublasLtPlan& operator=(CublasLtPlan&& other) noexcept {
+    swap(other);  // what this held is released by `other`
+    return *this;
+  }
+  CublasLtPlan(const CublasLtPlan&) = delete;
+  CublasLtPlan& operator=(const CublasLtPlan&) = delete;
+  ~CublasLtPlan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+  void swap(CublasLtPlan& other) noexcept {
+    std::swap(op, other.op);
+    std::swap(a, other.a);
+    std::swap(b, other.b);
+    std::swap(d, other.d);
+    std::swap(algo, other.algo);
+  }
+};
+
+// Builds the descriptors of `p` (a bias epilogue reading `bias` when p has one) and asks the
+// heuristic for an algorithm within `workspace_bytes`. Returns false if none serves.
+bool plan_cublaslt(const detail::LinearProblem& p, const void* bias, uint64_t workspace_bytes,
+                   cublasLtHandle_t handle, CublasLtPlan& plan) {
+  const cudaDataType_t in_type = cublas_data_type(p.x.dtype);
+  const cudaDataType_t out_type = cublas_data_type(p.out.dtype);
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                        &transpose, sizeof(transpose)));
+  GEMMKIT_CUBLASLT_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)));
+  if (p.has_bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                          &epilogue, sizeof(epilogue)));
+    GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, in_type, static_cast<uint64_t>(p.k),
+                                                    static_cast<uint64_t>(p.m), p.w.strides[0]));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, in_type, static_cast<uint64_t>(p.k),
+                                                    static_cast<uint64_t>(p.n), p.x.strides[0]));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, out_type, static_cast<uint64_t>(p.m),
+                                                    static_cast<uint64_t>(p.n), p.out.strides[0]));
+  cublasLtMatmulPreference_t preference = nullptr;
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  struct PreferenceGuard {
+    cublasLtMatmulPreference_t preference;
+    ~PreferenceGuard() { cublasLtMatmulPreferenceDestroy(preference); }
+  } preference_guard{preference};
+  GEMMKIT_CUBLASLT_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace_bytes, sizeof(workspace_bytes)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(handle, plan.op, plan.a, plan.b, plan.d, plan.d, preference, 1,
+                                     &heuristic, &found) != CUBLAS_STATUS_SUCCESS ||
+      found == 0) {
+    return false;
+  }
+  plan.algo = heuristic.algo;
+  return true;
+}
+
 // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major D(m, n) = W^T(m, k) X(k, n), with w and
 // x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
 // The scratch comes from options.workspace when given (its tail holds the widened bias, the rest
-// is cuBLASLt's), else from CublasLtScratch's own sources.
+// is cuBLASLt's), else from CublasLtScratch's own sources. The descriptors and the algorithm of a
+// recent problem are reused (cublaslt_plans.h): a repeated call sets the bias pointer and runs.
 bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, cudaStream_t stream,
                   int device) {
   const cublasLtHandle_t handle = cublaslt_handle(device);
@@ -316,33 +395,10 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
   const std::size_t lt_bytes =
       std::min(kCublasWorkspaceBytes, (scratch.bytes() - bias_bytes) / 256 * 256);
   void* const workspace = scratch.data();
-  const cudaDataType_t in_type = cublas_data_type(p.x.dtype);
-  const cudaDataType_t out_type = cublas_data_type(p.out.dtype);
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  struct Cleanup {
-    cublasLtMatmulDesc_t& op;
-    cublasLtMatrixLayout_t &a, &b, &d;
-    cublasLtMatmulPreference_t& preference;
-    ~Cleanup() {
-      if (preference) cublasLtMatmulPreferenceDestroy(preference);
-      if (d) cublasLtMatrixLayoutDestroy(d);
-      if (b) cublasLtMatrixLayoutDestroy(b);
-      if (a) cublasLtMatrixLayoutDestroy(a);
-      if (op) cublasLtMatmulDescDestroy(op);
-    }
-  } cleanup{op, a, b, d, preference};
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                                        sizeof(transpose)));
-  GEMMKIT_CUBLASLT_CHECK(
-      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof(none)));
   const void* bias = nullptr;
   if (p.has_bias) {
     bias = p.bias.data;
-    if (p.out.dtype == DType::f32 && p.x.dtype != DType::f32) {
+    if (widen_bias) {
       // cuBLASLt wants the bias in the output type: widen it into the workspace's tail.
       float* widened = reinterpret_cast<float*>(static_cast<char*>(workspace) + lt_bytes);
       const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(p.m, 256), 1024));
@@ -356,34 +412,23 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
       GEMMKIT_CUDA_CHECK_LAUNCH();
       bias = widened;
     }
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                          &epilogue, sizeof(epilogue)));
-    GEMMKIT_CUBLASLT_CHECK(
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&a, in_type, static_cast<uint64_t>(p.k),
-                                                    static_cast<uint64_t>(p.m), p.w.strides[0]));
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&b, in_type, static_cast<uint64_t>(p.k),
-                                                    static_cast<uint64_t>(p.n), p.x.strides[0]));
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&d, out_type, static_cast<uint64_t>(p.m),
-                                                    static_cast<uint64_t>(p.n), p.out.strides[0]));
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const uint64_t workspace_bytes = lt_bytes;
-  GEMMKIT_CUBLASLT_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace_bytes, sizeof(workspace_bytes)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, d, d, preference, 1, &heuristic, &found) !=
-          CUBLAS_STATUS_SUCCESS ||
-      found == 0) {
-    return false;
+  const CublasLtPlanKey key = cublaslt_plan_key(p, device, bias, workspace_bytes);
+  thread_local CublasLtPlanCache<CublasLtPlan> plans;
+  CublasLtPlan* plan = plans.find(key);
+  if (plan == nullptr) {
+    CublasLtPlan fresh;
+    if (!plan_cublaslt(p, bias, workspace_bytes, handle, fresh)) return false;
+    plan = &plans.store(key, std::move(fresh));
+  } else if (p.has_bias) {
+    GEMMKIT_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmul(handle, op, &alpha, p.w.data, a, p.x.data, b, &beta,
-                                        p.out.data, d, p.out.data, d, &heuristic.algo, workspace,
-                                        workspace_bytes, stream));
+  GEMMKIT_CUBLASLT_CHECK(cublasLtMatmul(handle, plan->op, &alpha, p.w.data, plan->a, p.x.data,
+                                        plan->b, &beta, p.out.data, plan->d, p.out.data, plan->d,
+                                        &plan->algo, workspace, workspace_bytes, stream));
   return true;
 }
 
@@ -411,7 +456,7 @@ LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16)
 }  // namespace linear_family
 
 void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream stream,
-            CallInfo& info) {
+            CallInfo* info) {
   using namespace linear_family;
   const int device = p.x.device.index;
   if (options.workspace_bytes < 0 ||
@@ -445,22 +490,26 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
   }
   const LinearConfig* config = &entry->config;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  CachedLinearConfig refused;  // the reference kernel, where cuBLASLt refuses this call's layout
+  // The reference kernel, where cuBLASLt refuses this call's layout (built only then).
+  std::optional<CachedLinearConfig> refused;
   if (config->path == LinearPath::cublaslt) {
     if (!cublas_layout_ok(p) || !run_cublaslt(p, options, s, device)) {
       if (props.sm_major != 9 || p.x.dtype == DType::f32) {
         throw Error("gemmkit::linear: cuBLASLt has no algorithm for this layout on cuda:" +
                     std::to_string(device) + " and the family is built for sm_90 only");
       }
-      LinearConfigCache::set(refused, reference_config(shape, describe(props),
-                                                       "cuBLASLt cannot take this layout"));
-      entry = &refused;
-      config = &refused.config;
+      refused.emplace();
+      LinearConfigCache::set(
+          *refused, reference_config(shape, describe(props), "cuBLASLt cannot take this layout"));
+      entry = &*refused;
+      config = &refused->config;
     }
   }
-  info.backend = "cuda";
-  info.kernel = entry->kernel;
-  info.reason = config->reason;
+  if (info != nullptr) {  // the strings only when someone reads them
+    info->backend = "cuda";
+    info->kernel = entry->kernel;
+    info->reason = config->reason;
+  }
   const bool f32_out = p.out.dtype == DType::f32;
   switch (config->path) {
     case LinearPath::cublaslt:
@@ -488,8 +537,10 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
         throw Error("gemmkit::linear: internal: no launchable ring configuration");
       }
       LinearConfigCache::set(*entry, std::move(smaller));
-      info.kernel = entry->kernel;
-      info.reason = entry->config.reason;
+      if (info != nullptr) {
+        info->kernel = entry->kernel;
+        info->reason = entry->config.reason;
+      }
       return;
     }
   }
