@@ -804,3 +804,24 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
 
 }  // namespace
 }  // namespace gemmkit::cuda::linear_family
+
+namespace gemmkit::cuda::linear_family {
+namespace {
+
+TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
+  if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
+  const std::string info = build_info();
+  for (const char* name : {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
+                           "wgmma[.n64|.n128]", "simt_f32, cublaslt"}) {
+    EXPECT_NE(info.find(name), std::string::npos) << name << " in\n" << info;
+  }
+  // Every family name the line spells out in full is one the dispatcher accepts.
+  const LinearShape s = bf16_shape(512, 256, 1024);
+  for (const char* forced : {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128",
+                             "cublaslt"}) {
+    EXPECT_EQ(forced_error(s, forced), "no error") << forced;
+  }
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::linear_family
