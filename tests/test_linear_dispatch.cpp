@@ -712,8 +712,13 @@ namespace {
 // weight; the ring up to its bound, the wgmma kernel above it, the reference where TMA cannot load.
 TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
   int wgmma = 0, ring = 0;
-  for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{
-           {128, 2880}, {256, 7168}, {1024, 4096}, {4096, 4096}, {28672, 8192}, {100, 1000}, {7, 8}}) {
+  for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{128, 2880},
+                                                                     {256, 7168},
+                                                                     {1024, 4096},
+                                                                     {4096, 4096},
+                                                                     {28672, 8192},
+                                                                     {100, 1000},
+                                                                     {7, 8}}) {
     for (int64_t n : {1, 2, 3, 7, 8, 16, 31, 64, 65, 127, 128, 255, 256, 511, 1024, 4096, 16384}) {
       for (const DType in : {DType::bf16, DType::f16}) {
         LinearShape s = bf16_shape(n, m, k);
@@ -776,7 +781,8 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
   EXPECT_LE(c128.shared_bytes, kH200.shared_optin);
   EXPECT_EQ(select_linear_config(bf16_shape(256, 4096, 4096), kH200, "wgmma", true).name,
             "wgmma.n64.s8");
-  const LinearConfig c64 = select_linear_config(bf16_shape(100, 129, 72), kH200, "wgmma.n64", false);
+  const LinearConfig c64 =
+      select_linear_config(bf16_shape(100, 129, 72), kH200, "wgmma.n64", false);
   EXPECT_EQ(c64.name, "wgmma.n64.s8");
   EXPECT_EQ(c64.tiles, 2 * 2);
   EXPECT_EQ(c64.grid_x, 4);
@@ -794,7 +800,8 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
   LinearShape strided = s;
   strided.tma_compatible = false;
   EXPECT_NE(forced_error(strided, "wgmma.n128").find("cannot be loaded by TMA"), std::string::npos);
-  for (const char* bad : {"wgmma.n96", "wgmma.n128.s4", "wgmma.n64.s6", "wgmma.s6", "wgmma.n128x"}) {
+  for (const char* bad :
+       {"wgmma.n96", "wgmma.n128.s4", "wgmma.n64.s6", "wgmma.s6", "wgmma.n128x"}) {
     EXPECT_NE(forced_error(s, bad).find("unknown wgmma variant"), std::string::npos) << bad;
   }
   LinearDevice ampere = kH200;
@@ -817,8 +824,8 @@ TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   }
   // Every family name the line spells out in full is one the dispatcher accepts.
   const LinearShape s = bf16_shape(512, 256, 1024);
-  for (const char* forced : {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128",
-                             "cublaslt"}) {
+  for (const char* forced :
+       {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128", "cublaslt"}) {
     EXPECT_EQ(forced_error(s, forced), "no error") << forced;
   }
 }

@@ -441,9 +441,9 @@ TEST(ApiBoundary, LinearDeterministicMustBeOneOfTheDocumentedValues) {
     LinearOptions options;
     options.deterministic = deterministic;
     const std::string value = "options.deterministic " + std::to_string(deterministic);
-    expect_error(
-        [&] { linear(c.xt(), c.wt(), std::nullopt, c.outt(), options); },
-        {"gemmkit::linear", value.c_str(), "-1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)"});
+    expect_error([&] { linear(c.xt(), c.wt(), std::nullopt, c.outt(), options); },
+                 {"gemmkit::linear", value.c_str(),
+                  "-1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)"});
   }
 }
 
@@ -513,8 +513,7 @@ TEST(ApiBoundary, LinearOfAnEmptyBatchIsValidAndDoesNoWork) {
   EXPECT_EQ(info.kernel, "none (empty batch)");
   expect_error(
       [&] {
-        linear(Tensor::strided(nullptr, DType::f32, kCpu, {0, 4}, {-4, 1}), wt, std::nullopt,
-               out);
+        linear(Tensor::strided(nullptr, DType::f32, kCpu, {0, 4}, {-4, 1}), wt, std::nullopt, out);
       },
       {"gemmkit::linear: x", "dim 0 has stride -4; strides must be >= 0"});
   // Everything else is still validated.

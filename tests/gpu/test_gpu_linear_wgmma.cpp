@@ -79,7 +79,10 @@ TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
     for (int64_t k : ks) {
       for (int j = 0; j < 3; ++j) {
         const int64_t n = ns[static_cast<std::size_t>(index * 3 + j) % ns.size()];
-        const WgmmaCase c{n, m, k, index % 4 == 3 ? DType::f16 : DType::bf16,
+        const WgmmaCase c{n,
+                          m,
+                          k,
+                          index % 4 == 3 ? DType::f16 : DType::bf16,
                           index % 3 == 0 ? DType::f32 : (index % 4 == 3 ? DType::f16 : DType::bf16),
                           index % 2 == 0};
         ++index;
@@ -108,8 +111,7 @@ TEST(GpuLinearWgmma, RowsKeepTheirBitsAtEveryBatch) {
     WgmmaProblem problem(WgmmaCase{big, m, k, DType::bf16, DType::f32, true}, 31);
     const std::vector<uint8_t> full = problem.run("wgmma.n128", big);
     for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{64}, int64_t{129}, int64_t{1000}}) {
-      for (const std::string kernel :
-           {"wgmma.n64", "wgmma.n128", "reference"}) {
+      for (const std::string kernel : {"wgmma.n64", "wgmma.n128", "reference"}) {
         const std::vector<uint8_t> rows = problem.run(kernel, n);
         ASSERT_EQ(std::memcmp(rows.data(), full.data(), rows.size()), 0)
             << "m=" << m << " k=" << k << ": rows of an n=" << n << " call (" << kernel
@@ -124,8 +126,8 @@ TEST(GpuLinearWgmma, RowsKeepTheirBitsAtEveryBatch) {
 // kernel's (the canonical reduction) for the largest batch's first rows.
 TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
   GEMMKIT_REQUIRE_GPU();
-  const std::vector<int64_t> ns = {1,   2,   3,   7,    8,    16,   31,  64, 65,
-                                   127, 128, 255, 256,  511,  1024, 4096};
+  const std::vector<int64_t> ns = {1,  2,   3,   7,   8,   16,  31,   64,
+                                   65, 127, 128, 255, 256, 511, 1024, 4096};
   struct Weight {
     int64_t m, k;
     DType in;

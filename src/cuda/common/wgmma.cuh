@@ -5,6 +5,7 @@
 // Accumulator layout (per thread t of the warpgroup, warp w = t / 32, lane l = t % 32): register
 // 4 j + r holds D[16 w + l / 4 + 8 (r / 2)][8 j + 2 (l % 4) + r % 2], j < N / 8, the m16n8
 // fragment of mma.sync repeated over N / 8 column blocks and four warps' 16-row bands.
+// clang-format off
 #pragma once
 
 #include <cuda_bf16.h>
@@ -276,3 +277,4 @@ struct Mma<__half, 256> {
 };
 
 }  // namespace gemmkit::cuda::wgmma
+// clang-format on

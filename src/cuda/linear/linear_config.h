@@ -429,8 +429,9 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
   const int64_t ring_max_n = deterministic_ring_max_n(s.m, s.k);
   if (s.n <= ring_max_n) {
     if (s.in == DType::f16) {
-      return reference_config(s, d, mode + "f16 operands at n <= " + std::to_string(ring_max_n) +
-                                        ": the family's reference kernel");
+      return reference_config(s, d,
+                              mode + "f16 operands at n <= " + std::to_string(ring_max_n) +
+                                  ": the family's reference kernel");
     }
     LinearConfig c = ring_config(s, d, 0, pdl);
     if (!c.name.empty()) {
@@ -577,7 +578,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, "
       "consumer warps, a batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, "
-      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128), simt_f32 "
+      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128), "
+      "simt_f32 "
       "or cublaslt");
   return LinearConfig{};
 }

@@ -210,16 +210,17 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
   }
 }
 
-// ---- wgmma ---------------------------------------------------------------------------------------
+// ---- wgmma
+// ---------------------------------------------------------------------------------------
 
 template <typename T, typename Out, int kBN, int kStages>
 void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c,
                            cudaStream_t stream, int device) {
   auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages>;
   using Layout = WgmmaSharedLayout<kBN, kStages>;
-  static_assert(Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 +
-                                      2 * kStages * 8,
-                "wgmma_shared_bytes_host matches the kernel's layout");
+  static_assert(
+      Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 + 2 * kStages * 8,
+      "wgmma_shared_bytes_host matches the kernel's layout");
   static std::array<std::atomic<bool>, kMaxDevices> configured{};
   auto& done = configured[static_cast<std::size_t>(device)];
   if (!done.load(std::memory_order_acquire)) {

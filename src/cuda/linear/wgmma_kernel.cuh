@@ -59,7 +59,8 @@ __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* 
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
-                              wgmma::smem_descriptor_sw128(activations, 32 * j), !(first && j == 0));
+                              wgmma::smem_descriptor_sw128(activations, 32 * j),
+                              !(first && j == 0));
     }
   } else {
 #pragma unroll
@@ -182,7 +183,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       wgmma::fence_registers(partial);
       if (t == 0) {
         ptx::mbarrier_arrive(&empty[first_stage]);
-        if (used == 2) ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
+        if (used == 2)
+          ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
       }
       if (s % kGroupSlices != 0) {
         if (s < kGroupSlices) {
