@@ -10,6 +10,8 @@ namespace gemmkit::cpu {
 // was "reference" (the 8-lane order of docs/numerics.md on every ISA); else `auto`, which is the
 // FMA order on the avx2 ISA.
 void linear(const detail::LinearProblem& problem, bool reference, CallInfo* info);
-void conv(const detail::ConvProblem& problem, CallInfo& info);
+// `reference`: the algo option was "reference" (the 8-lane order); else `auto`: the FMA chain
+// over the same reduction vector on the avx2 ISA.
+void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info);
 
 }  // namespace gemmkit::cpu

@@ -111,10 +111,10 @@ void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64
 // The FMA kernel of the fast linear path (kernels_fma.cpp): for r < rows and c < npanels * 16,
 // acc[r * ldacc + c] = fma(a[r * lda + i], panel(c)[i], acc[...]) for i = 0 .. kc-1 ascending,
 // starting from +0.0f when `first`, else from the value in acc. `panels` holds npanels panels of
-// kc x kFmaPanel floats, panel p element (i, j) at p * kc * 16 + i * 16 + j:
+// kc x kFmaPanel floats, panel p element (i, j) at p * panel_ld + i * 16 + j:
 // column p * 16 + j's values of b.
 void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, int64_t npanels,
-               int64_t kc, float* acc, int64_t ldacc, bool first);
+               int64_t panel_ld, int64_t kc, float* acc, int64_t ldacc, bool first);
 // One panel from `rows` (<= kFmaPanel) rows of kc contiguous values, row r at src + r * ld
 // elements, fp32 or (`bf16`) bf16 widened exactly; rows past `rows` are zeros.
 void fma_pack_panel(const void* src, bool bf16, int64_t ld, int64_t rows, int64_t kc, float* panel);

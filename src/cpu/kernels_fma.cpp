@@ -127,13 +127,13 @@ void fma_pack_panel(const void* src, bool bf16, int64_t ld, int64_t rows, int64_
 }
 
 void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, int64_t npanels,
-               int64_t kc, float* acc, int64_t ldacc, bool first) {
+               int64_t panel_ld, int64_t kc, float* acc, int64_t ldacc, bool first) {
   for (int64_t r0 = 0; r0 < rows; r0 += kFmaRows) {
     const int64_t nr = rows - r0 < kFmaRows ? rows - r0 : kFmaRows;
     const float* ar = a + r0 * lda;
     float* accr = acc + r0 * ldacc;
     for (int64_t p = 0; p < npanels; ++p) {
-      const float* panel = panels + p * kc * kFmaPanel;
+      const float* panel = panels + p * panel_ld;
       float* accp = accr + p * kFmaPanel;
       switch (nr) {
         case 6:
@@ -167,8 +167,8 @@ void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, i
 
 #else
 
-void fma_block(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
-               bool) {}
+void fma_block(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, float*,
+               int64_t, bool) {}
 void fma_pack_panel(const void*, bool, int64_t, int64_t, int64_t, float*) {}
 
 #endif

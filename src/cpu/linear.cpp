@@ -123,7 +123,8 @@ void linear_fma(const detail::LinearProblem& problem, const std::vector<float>& 
                 for (int64_t i = 0; i < kc; ++i) dst[i * kFmaPanel] = 0.0f;
               }
             }
-            avx2::fma_block(x + (r0 * kpad) + k0, kpad, nr, panels, npanels, kc, acc, ncp, k0 == 0);
+            avx2::fma_block(x + (r0 * kpad) + k0, kpad, nr, panels, npanels, kc * kFmaPanel, kc,
+                            acc, ncp, k0 == 0);
           }
           for (int64_t r = 0; r < nr; ++r) {
             const int64_t row_off = (r0 + r) * os0;
