@@ -102,7 +102,60 @@ inline float load1(const void* p, int64_t i, bool bf16) {
   return v;
 }
 
+// R w rows (1..8) against the 8 x columns of xt: acc j holds rows j's 8 sums (one per x row).
+template <int R>
+void fma_narrow_tile(const float* xt, int64_t k, const float* w, int64_t ldw, float* out) {
+  __m256 c0, c1, c2, c3, c4, c5, c6, c7;
+  c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = _mm256_setzero_ps();
+  const float* w0 = w;
+  const float* w1 = w + (R > 1 ? 1 : 0) * ldw;
+  const float* w2 = w + (R > 2 ? 2 : 0) * ldw;
+  const float* w3 = w + (R > 3 ? 3 : 0) * ldw;
+  const float* w4 = w + (R > 4 ? 4 : 0) * ldw;
+  const float* w5 = w + (R > 5 ? 5 : 0) * ldw;
+  const float* w6 = w + (R > 6 ? 6 : 0) * ldw;
+  const float* w7 = w + (R > 7 ? 7 : 0) * ldw;
+  for (int64_t i = 0; i < k; ++i) {
+    const __m256 xv = _mm256_loadu_ps(xt + i * 8);
+#define GK_STEP(j) \
+  if (R > j) c##j = _mm256_fmadd_ps(xv, _mm256_broadcast_ss(w##j + i), c##j);
+    GK_STEP(0) GK_STEP(1) GK_STEP(2) GK_STEP(3) GK_STEP(4) GK_STEP(5) GK_STEP(6) GK_STEP(7)
+#undef GK_STEP
+  }
+#define GK_STORE(j) \
+  if (R > j) _mm256_storeu_ps(out + j * 8, c##j);
+  GK_STORE(0) GK_STORE(1) GK_STORE(2) GK_STORE(3) GK_STORE(4) GK_STORE(5) GK_STORE(6) GK_STORE(7)
+#undef GK_STORE
+}
+
 }  // namespace
+
+void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t rows, float* out) {
+  switch (rows) {
+    case 8:
+      return fma_narrow_tile<8>(xt, k, w, ldw, out);
+    case 7:
+      return fma_narrow_tile<7>(xt, k, w, ldw, out);
+    case 6:
+      return fma_narrow_tile<6>(xt, k, w, ldw, out);
+    case 5:
+      return fma_narrow_tile<5>(xt, k, w, ldw, out);
+    case 4:
+      return fma_narrow_tile<4>(xt, k, w, ldw, out);
+    case 3:
+      return fma_narrow_tile<3>(xt, k, w, ldw, out);
+    case 2:
+      return fma_narrow_tile<2>(xt, k, w, ldw, out);
+    default:
+      return fma_narrow_tile<1>(xt, k, w, ldw, out);
+  }
+}
+
+void widen_bf16(const uint16_t* src, int64_t len, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) _mm256_storeu_ps(dst + i, load8(src + i, true));
+  for (; i < len; ++i) dst[i] = load1(src, i, true);
+}
 
 void fma_pack_panel(const void* src, bool bf16, int64_t ld, int64_t rows, int64_t kc,
                     float* panel) {
@@ -170,6 +223,8 @@ void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, i
 void fma_block(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, float*,
                int64_t, bool) {}
 void fma_pack_panel(const void*, bool, int64_t, int64_t, int64_t, float*) {}
+void fma_narrow(const float*, int64_t, const float*, int64_t, int64_t, float*) {}
+void widen_bf16(const uint16_t*, int64_t, float*) {}
 
 #endif
 

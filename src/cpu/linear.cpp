@@ -70,6 +70,8 @@ class PackedRows {
 constexpr int64_t kFmaKc = 256;
 constexpr int64_t kFmaCols = 128;
 constexpr int64_t kFmaRowChunk = 1024;
+// Batches of at most this many rows take fma_narrow (w streamed, not packed): the same bits.
+constexpr int64_t kFmaNarrowRows = 8;
 
 void linear_fma(const detail::LinearProblem& problem, const std::vector<float>& bias,
                 const PackedRows& xr, int64_t kpad, bool parallel, int threads) {
@@ -91,6 +93,44 @@ void linear_fma(const detail::LinearProblem& problem, const std::vector<float>& 
   const float* x = xr.rows(0, n);
   // Rows of contiguous f32 / bf16 values: vector packing; else element by element.
   const bool direct = ws1 == 1 && (w.dtype == DType::f32 || w.dtype == DType::bf16);
+
+  if (n <= kFmaNarrowRows) {
+    // Few rows: x transposed to k x 8 once, w rows widened 8 at a time and streamed once.
+    std::vector<float> xt(static_cast<std::size_t>(k * kFmaNarrowRows), 0.0f);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < k; ++i) xt[static_cast<std::size_t>(i * 8 + r)] = x[r * kpad + i];
+    parallel_for(
+        col_blocks,
+        [&](int64_t task) {
+          const int64_t c0 = task * cb, nc = std::min(cb, m - c0);
+          float* wrows = thread_scratch(0, kFmaNarrowRows * k);
+          float* sums = thread_scratch(1, kFmaNarrowRows * 8);
+          for (int64_t j0 = 0; j0 < nc; j0 += kFmaNarrowRows) {
+            const int64_t nj = std::min(kFmaNarrowRows, nc - j0);
+            const float* wj = wrows;
+            int64_t ldw = k;
+            if (ws1 == 1 && w.dtype == DType::f32) {
+              wj = static_cast<const float*>(w.data) + (c0 + j0) * ws0;  // read in place
+              ldw = ws0;
+            } else if (ws1 == 1 && w.dtype == DType::bf16) {
+              for (int64_t j = 0; j < nj; ++j)
+                avx2::widen_bf16(static_cast<const uint16_t*>(w.data) + (c0 + j0 + j) * ws0, k,
+                                 wrows + j * k);
+            } else {
+              for (int64_t j = 0; j < nj; ++j)
+                read_w.row((c0 + j0 + j) * ws0, ws1, k, wrows + j * k);
+            }
+            avx2::fma_narrow(xt.data(), k, wj, ldw, nj, sums);
+            for (int64_t j = 0; j < nj; ++j) {
+              const float b = bias[static_cast<std::size_t>(c0 + j0 + j)];
+              for (int64_t r = 0; r < n; ++r)
+                write_out(r * os0 + (c0 + j0 + j) * os1, sums[j * 8 + r] + b);
+            }
+          }
+        },
+        parallel);
+    return;
+  }
 
   parallel_for(
       col_blocks,
