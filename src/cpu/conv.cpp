@@ -194,13 +194,16 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
 
   // ---- Blocking: positions x group chunk x output-channel chunk. Groups with few channels
   // (depthwise and the like) are gathered several at a time: their channels are adjacent in x.
-  const int64_t oc_chunk = std::min<int64_t>(opg, 64);
+  // The FMA path takes up to 128 channels per task (panel-aligned) and more positions: each
+  // weight panel block is reused by every 6-row tile of the task's patches.
+  const int64_t oc_chunk = std::min<int64_t>(opg, fma ? 128 : 64);
   const int64_t oc_chunks = (opg + oc_chunk - 1) / oc_chunk;
   const int64_t gc = oc_chunks == 1 ? std::clamp<int64_t>(64 / cpg, 1, groups) : 1;
   const int64_t group_chunks = (groups + gc - 1) / gc;
   // Aim for ~1M multiply-adds per task, patch scratch <= ~256 KiB, and enough tasks for the pool.
   int64_t pb = std::clamp<int64_t>((1 << 20) / std::max<int64_t>(gc * kpad * oc_chunk, 1), 1, 256);
   pb = std::min(pb, std::max<int64_t>(1, (64 * 1024) / (gc * kpad)));
+  if (fma) pb = std::clamp<int64_t>((128 * 1024) / (gc * kpad), 1, 120);
   while (pb > 4 && ((positions + pb - 1) / pb) * group_chunks * oc_chunks < 4 * threads) pb /= 2;
   pb = std::max<int64_t>(1, std::min(pb, positions));
   const int64_t pos_blocks = (positions + pb - 1) / pb;
@@ -324,7 +327,7 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
         for (int64_t gi = 0; gi < ng; ++gi) {
           const int64_t oc0 = (g0 + gi) * opg + chunk * oc_chunk;
           if (fma) {
-            // The chunk's first channel is a multiple of 64 within the group: a panel boundary.
+            // The chunk's first channel is a multiple of 128 within the group: a panel boundary.
             const float* pan = wpan.data() + ((g0 + gi) * gpanels + chunk * oc_chunk / kFmaPanel) *
                                                  klen * kFmaPanel;
             for (int64_t k0 = 0; k0 < klen; k0 += kFmaConvKc) {
