@@ -120,8 +120,10 @@ void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, i
 void fma_pack_panel(const void* src, bool bf16, int64_t ld, int64_t rows, int64_t kc, float* panel);
 // The same chain for at most 8 x rows (the same bits as fma_block): xt holds k x 8 floats
 // (element (i, r) at i * 8 + r: x row r's value i, zeros for missing rows), w `rows` (<= 8) rows
-// of k floats at stride ldw; out[j * 8 + r] = the chain of x row r with w row j over i < k.
-void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t rows, float* out);
+// of k floats at stride ldw; out[j * 8 + r] = the chain of x row r with w row j over i < k,
+// from +0.0f when `first`, else continued from the value in out.
+void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t rows, float* out,
+                bool first);
 // dst[i] = src[i] (bf16) as fp32, exactly, i < len.
 void widen_bf16(const uint16_t* src, int64_t len, float* dst);
 }  // namespace avx2

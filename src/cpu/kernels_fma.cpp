@@ -104,9 +104,16 @@ inline float load1(const void* p, int64_t i, bool bf16) {
 
 // R w rows (1..8) against the 8 x columns of xt: acc j holds rows j's 8 sums (one per x row).
 template <int R>
-void fma_narrow_tile(const float* xt, int64_t k, const float* w, int64_t ldw, float* out) {
+void fma_narrow_tile(const float* xt, int64_t k, const float* w, int64_t ldw, float* out,
+                     bool first) {
   __m256 c0, c1, c2, c3, c4, c5, c6, c7;
   c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = _mm256_setzero_ps();
+#define GK_LOAD(j) \
+  if (R > j) c##j = _mm256_loadu_ps(out + j * 8);
+  if (!first) {
+    GK_LOAD(0) GK_LOAD(1) GK_LOAD(2) GK_LOAD(3) GK_LOAD(4) GK_LOAD(5) GK_LOAD(6) GK_LOAD(7)
+  }
+#undef GK_LOAD
   const float* w0 = w;
   const float* w1 = w + (R > 1 ? 1 : 0) * ldw;
   const float* w2 = w + (R > 2 ? 2 : 0) * ldw;
@@ -130,24 +137,25 @@ void fma_narrow_tile(const float* xt, int64_t k, const float* w, int64_t ldw, fl
 
 }  // namespace
 
-void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t rows, float* out) {
+void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t rows, float* out,
+                bool first) {
   switch (rows) {
     case 8:
-      return fma_narrow_tile<8>(xt, k, w, ldw, out);
+      return fma_narrow_tile<8>(xt, k, w, ldw, out, first);
     case 7:
-      return fma_narrow_tile<7>(xt, k, w, ldw, out);
+      return fma_narrow_tile<7>(xt, k, w, ldw, out, first);
     case 6:
-      return fma_narrow_tile<6>(xt, k, w, ldw, out);
+      return fma_narrow_tile<6>(xt, k, w, ldw, out, first);
     case 5:
-      return fma_narrow_tile<5>(xt, k, w, ldw, out);
+      return fma_narrow_tile<5>(xt, k, w, ldw, out, first);
     case 4:
-      return fma_narrow_tile<4>(xt, k, w, ldw, out);
+      return fma_narrow_tile<4>(xt, k, w, ldw, out, first);
     case 3:
-      return fma_narrow_tile<3>(xt, k, w, ldw, out);
+      return fma_narrow_tile<3>(xt, k, w, ldw, out, first);
     case 2:
-      return fma_narrow_tile<2>(xt, k, w, ldw, out);
+      return fma_narrow_tile<2>(xt, k, w, ldw, out, first);
     default:
-      return fma_narrow_tile<1>(xt, k, w, ldw, out);
+      return fma_narrow_tile<1>(xt, k, w, ldw, out, first);
   }
 }
 
@@ -223,7 +231,7 @@ void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, i
 void fma_block(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, float*,
                int64_t, bool) {}
 void fma_pack_panel(const void*, bool, int64_t, int64_t, int64_t, float*) {}
-void fma_narrow(const float*, int64_t, const float*, int64_t, int64_t, float*) {}
+void fma_narrow(const float*, int64_t, const float*, int64_t, int64_t, float*, bool) {}
 void widen_bf16(const uint16_t*, int64_t, float*) {}
 
 #endif

@@ -72,6 +72,8 @@ constexpr int64_t kFmaCols = 128;
 constexpr int64_t kFmaRowChunk = 1024;
 // Batches of at most this many rows take fma_narrow (w streamed, not packed): the same bits.
 constexpr int64_t kFmaNarrowRows = 8;
+// k block of the narrow kernel for operands it widens: 8 rows x 512 floats stay in L1.
+constexpr int64_t kNarrowKb = 512;
 
 void linear_fma(const detail::LinearProblem& problem, const std::vector<float>& bias,
                 const PackedRows& xr, int64_t kpad, bool parallel, int threads) {
@@ -103,24 +105,28 @@ void linear_fma(const detail::LinearProblem& problem, const std::vector<float>& 
         col_blocks,
         [&](int64_t task) {
           const int64_t c0 = task * cb, nc = std::min(cb, m - c0);
-          float* wrows = thread_scratch(0, kFmaNarrowRows * k);
+          float* wrows = thread_scratch(0, kFmaNarrowRows * kNarrowKb);
           float* sums = thread_scratch(1, kFmaNarrowRows * 8);
           for (int64_t j0 = 0; j0 < nc; j0 += kFmaNarrowRows) {
             const int64_t nj = std::min(kFmaNarrowRows, nc - j0);
-            const float* wj = wrows;
-            int64_t ldw = k;
-            if (ws1 == 1 && w.dtype == DType::f32) {
-              wj = static_cast<const float*>(w.data) + (c0 + j0) * ws0;  // read in place
-              ldw = ws0;
-            } else if (ws1 == 1 && w.dtype == DType::bf16) {
-              for (int64_t j = 0; j < nj; ++j)
-                avx2::widen_bf16(static_cast<const uint16_t*>(w.data) + (c0 + j0 + j) * ws0, k,
-                                 wrows + j * k);
+            if (ws1 == 1 && w.dtype == DType::f32) {  // read in place
+              avx2::fma_narrow(xt.data(), k, static_cast<const float*>(w.data) + (c0 + j0) * ws0,
+                               ws0, nj, sums, true);
             } else {
-              for (int64_t j = 0; j < nj; ++j)
-                read_w.row((c0 + j0 + j) * ws0, ws1, k, wrows + j * k);
+              // Widened kNarrowKb values of the 8 rows at a time (in L1), the chain continued.
+              for (int64_t k0 = 0; k0 < k; k0 += kNarrowKb) {
+                const int64_t kb = std::min(kNarrowKb, k - k0);
+                for (int64_t j = 0; j < nj; ++j) {
+                  if (ws1 == 1 && w.dtype == DType::bf16)
+                    avx2::widen_bf16(
+                        static_cast<const uint16_t*>(w.data) + (c0 + j0 + j) * ws0 + k0, kb,
+                        wrows + j * kNarrowKb);
+                  else
+                    read_w.row((c0 + j0 + j) * ws0 + k0 * ws1, ws1, kb, wrows + j * kNarrowKb);
+                }
+                avx2::fma_narrow(xt.data() + k0 * 8, kb, wrows, kNarrowKb, nj, sums, k0 == 0);
+              }
             }
-            avx2::fma_narrow(xt.data(), k, wj, ldw, nj, sums);
             for (int64_t j = 0; j < nj; ++j) {
               const float b = bias[static_cast<std::size_t>(c0 + j0 + j)];
               for (int64_t r = 0; r < n; ++r)
