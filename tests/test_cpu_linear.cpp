@@ -291,6 +291,34 @@ TEST(CpuLinearDeterminism, BatchInvariantBitwise) {
   }
 }
 
+// The GEMMKIT_CPU_ISA values: the selected ISA, or a gemmkit::Error naming the setting.
+TEST(CpuIsa, SettingValues) {
+  using gemmkit::cpu::Isa;
+  using gemmkit::cpu::parse_isa_setting;
+  EXPECT_EQ(parse_isa_setting(""), gemmkit::cpu::detected_isa());
+  EXPECT_EQ(parse_isa_setting("auto"), gemmkit::cpu::detected_isa());
+  EXPECT_EQ(parse_isa_setting("generic"), Isa::generic);
+  const auto error_of = [](const std::string& value) {
+    try {
+      parse_isa_setting(value);
+    } catch (const gemmkit::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  if (gemmkit::cpu::detected_isa() == Isa::avx2) {
+    EXPECT_EQ(parse_isa_setting("avx2"), Isa::avx2);
+  } else {
+    EXPECT_NE(error_of("avx2").find("not supported by this CPU"), std::string::npos);
+  }
+  for (const char* name : {"avx512", "amx"}) {
+    const std::string e = error_of(name);
+    EXPECT_NE(e.find("GEMMKIT_CPU_ISA"), std::string::npos) << e;
+    EXPECT_NE(e.find("not built in this version"), std::string::npos) << e;
+  }
+  EXPECT_NE(error_of("AVX2").find("must be auto, avx2 or generic"), std::string::npos);
+}
+
 TEST(CpuIsa, DetectionAndNames) {
   const std::vector<gemmkit::cpu::Isa> isas = gemmkit::cpu::available_isas();
   ASSERT_FALSE(isas.empty());

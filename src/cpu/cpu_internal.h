@@ -86,6 +86,8 @@ std::string detected_features();
 // auto|avx2|generic; avx512 and amx are names this version rejects): a gemmkit::Error for a
 // value outside those or an ISA this CPU lacks.
 Isa active_isa();
+// A GEMMKIT_CPU_ISA value ("" is auto) as the ISA it selects, or that gemmkit::Error.
+Isa parse_isa_setting(const std::string& value);
 // Every ISA this machine can run (generic first). For tests.
 std::vector<Isa> available_isas();
 // Forces an ISA (an Isa value) or restores the setting (-1). For tests and benchmarks.

@@ -50,8 +50,9 @@ const Features& features() {
 // -1: no override (the setting decides), else an Isa value.
 std::atomic<int> g_override{-1};
 
-Isa parse_setting() {
-  const std::string& value = detail::env_setting("GEMMKIT_CPU_ISA");
+}  // namespace
+
+Isa parse_isa_setting(const std::string& value) {
   const Isa best = detected_isa();
   if (value.empty() || value == "auto") return best;
   if (value == "generic") return Isa::generic;
@@ -68,8 +69,6 @@ Isa parse_setting() {
                  "'" + value + "': not built in this version (it has auto, avx2, generic)");
   detail::fail("cpu", "GEMMKIT_CPU_ISA", "'" + value + "': must be auto, avx2 or generic");
 }
-
-}  // namespace
 
 const char* isa_name(Isa isa) {
   return isa == Isa::avx2 ? "avx2" : "generic";
@@ -97,7 +96,7 @@ std::string detected_features() {
 Isa active_isa() {
   const int forced = g_override.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<Isa>(forced);
-  static const Isa setting = parse_setting();
+  static const Isa setting = parse_isa_setting(detail::env_setting("GEMMKIT_CPU_ISA"));
   return setting;
 }
 
