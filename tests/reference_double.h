@@ -430,12 +430,14 @@ inline double unit_roundoff(DType dt) {
 // scale (8 lane sums, 3 combining adds, the bias add, the product rounding), plus one rounding to
 // the output dtype (and its subnormal spacing). Also checks that the storage outside the view
 // still holds the poison bytes. Returns the number of mismatches (reported with the label).
+// `fma_chain`: the bound of one FMA chain instead (the CPU avx2 `auto` order):
+// (len + 2) * 2^-24 * scale.
 inline int64_t check_output(const HostTensor& out, const Reference& ref, const std::string& label,
-                            int max_reports = 5) {
+                            int max_reports = 5, bool fma_chain = false) {
   EXPECT_EQ(out.shape, ref.shape) << label;
   if (out.shape != ref.shape) return 1;
-  const double acc_rel =
-      static_cast<double>((ref.reduction_length + 7) / 8 + 6) * std::ldexp(1.0, -24) * 1.01;
+  const int64_t terms = fma_chain ? ref.reduction_length + 2 : (ref.reduction_length + 7) / 8 + 6;
+  const double acc_rel = static_cast<double>(terms) * std::ldexp(1.0, -24) * 1.01;
   const double u_out = out.dtype == DType::f32 ? 0.0 : unit_roundoff(out.dtype);
   const double abs_out = out.dtype == DType::f16    ? std::ldexp(1.0, -25)
                          : out.dtype == DType::bf16 ? std::ldexp(1.0, -134)
@@ -496,6 +498,14 @@ inline float documented_dot(const std::vector<float>& a, const std::vector<float
   const float lo = s01 + s23, hi = s45 + s67;
   const float sum = lo + hi;
   return sum + bias;
+}
+
+// The CPU avx2 `auto` order (docs/numerics.md): one fp32 FMA chain from +0.0 over i ascending,
+// then + bias.
+inline float fma_chain_dot(const std::vector<float>& a, const std::vector<float>& b, float bias) {
+  volatile float acc = 0.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) acc = std::fmaf(a[i], b[i], acc);
+  return acc + bias;
 }
 
 inline std::string dtype_label(DType dt) {

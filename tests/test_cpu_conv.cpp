@@ -209,12 +209,13 @@ ConvRun make_run(const ConvCase& c, DtypeCase dt) {
   return r;
 }
 
-void call_conv(ConvRun& r, const ConvParams& params) {
+void call_conv(ConvRun& r, const ConvParams& params, const char* algo = "auto") {
   r.out.poison();
   std::optional<gemmkit::Tensor> bias;
   if (r.has_bias) bias = r.bias.view();
   gemmkit::ConvOptions options;
   options.info = &r.info;
+  options.algo = algo;
   gemmkit::conv(r.x.view(), r.w.view(), bias, r.out.view(), params, options);
 }
 
@@ -227,17 +228,31 @@ std::string case_label(const ConvCase& c, DtypeCase dt) {
 
 class CpuConvMatrix : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
+// `auto` runs the FMA chain on the avx2 ISA (the 8-lane order otherwise).
+bool auto_is_fma() {
+  return gemmkit::cpu::active_isa() == gemmkit::cpu::Isa::avx2;
+}
+
+// Every ISA this machine has, both algos: within the bound of the order that ran.
 TEST_P(CpuConvMatrix, MatchesDoubleReference) {
   const ConvCase c = conv_cases()[static_cast<std::size_t>(std::get<0>(GetParam()))];
   const DtypeCase dt = kDtypes[std::get<1>(GetParam())];
-  ConvRun r = make_run(c, dt);
-  call_conv(r, c.params);
-  EXPECT_EQ(r.info.backend, "cpu");
-  EXPECT_EQ(r.info.kernel, "cpu.conv.patch-gemm");
-  EXPECT_FALSE(r.info.reason.empty());
-  const Reference ref =
-      gemmkit_test::reference_conv(r.x, r.w, r.has_bias ? &r.bias : nullptr, c.params);
-  gemmkit_test::check_output(r.out, ref, case_label(c, dt));
+  for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
+    gemmkit::cpu::set_isa_override(static_cast<int>(isa));
+    for (const char* algo : {"auto", "reference"}) {
+      const bool fma = isa == gemmkit::cpu::Isa::avx2 && std::string(algo) == "auto";
+      ConvRun r = make_run(c, dt);
+      call_conv(r, c.params, algo);
+      EXPECT_EQ(r.info.backend, "cpu");
+      EXPECT_EQ(r.info.kernel, fma ? "cpu.conv.patch-gemm.fma" : "cpu.conv.patch-gemm");
+      EXPECT_NE(r.info.reason.find(gemmkit::cpu::isa_name(isa)), std::string::npos);
+      const Reference ref =
+          gemmkit_test::reference_conv(r.x, r.w, r.has_bias ? &r.bias : nullptr, c.params);
+      gemmkit_test::check_output(
+          r.out, ref, case_label(c, dt) + " " + gemmkit::cpu::isa_name(isa) + " " + algo, 5, fma);
+    }
+  }
+  gemmkit::cpu::set_isa_override(-1);
 }
 
 std::string matrix_name(const ::testing::TestParamInfo<std::tuple<int, int>>& p) {
@@ -306,7 +321,7 @@ TEST(CpuConvRandom, MatchesDoubleReference) {
           << ", groups=" << groups << ", flip=" << c.params.flip << ")";
     const int64_t bad = gemmkit_test::check_output(
         r.out, gemmkit_test::reference_conv(r.x, r.w, r.has_bias ? &r.bias : nullptr, c.params),
-        label.str(), 2);
+        label.str(), 2, auto_is_fma());
     if (bad) break;  // one reported configuration is enough
     ++done;
   }
@@ -387,9 +402,9 @@ TEST_P(CpuConvTranspose, MatchesScatterFormula) {
   gemmkit_test::check_output(out,
                              gemmkit_test::reference_conv_transpose_scatter(
                                  x, w, bp, t.stride, t.padding, t.dilation, t.groups, out_shape),
-                             label + " (scatter)");
+                             label + " (scatter)", 5, auto_is_fma());
   gemmkit_test::check_output(out, gemmkit_test::reference_conv(x, w, bp, params),
-                             label + " (conv_general)");
+                             label + " (conv_general)", 5, auto_is_fma());
 }
 
 std::string transpose_name(const ::testing::TestParamInfo<std::tuple<int, int>>& p) {
@@ -410,9 +425,11 @@ INSTANTIATE_TEST_SUITE_P(
 // input at q = p * stride + t * kernel_dilation - padding_lo, zero when outside or between
 // dilated elements, and multiplies weight element t, or K - 1 - t per dim when flipped), and
 // within a tap the group's channels ascending.
-void expect_documented_conv_bits(const ConvCase& c, DtypeCase dt) {
+// `algo` on the active ISA: the FMA chain for auto on avx2, else the 8-lane order.
+void expect_documented_conv_bits(const ConvCase& c, DtypeCase dt, const char* algo) {
+  const bool fma = auto_is_fma() && std::string(algo) == "auto";
   ConvRun r = make_run(c, dt);
-  call_conv(r, c.params);
+  call_conv(r, c.params, algo);
   const int S = static_cast<int>(c.in.size());
   const gemmkit_test::ConvDims pd = gemmkit_test::expand_params(c.params, S);
   const int64_t groups = c.params.groups, cpg = c.c / groups, opg = c.o / groups;
@@ -455,7 +472,8 @@ void expect_documented_conv_bits(const ConvCase& c, DtypeCase dt) {
                   }
                 }
             const float bias = r.has_bias ? fval(r.bias, {oc}) : 0.0f;
-            const float v = gemmkit_test::documented_dot(xs, ws, bias);
+            const float v = fma ? gemmkit_test::fma_chain_dot(xs, ws, bias)
+                                : gemmkit_test::documented_dot(xs, ws, bias);
             std::vector<int64_t> oi{b};
             for (int d = 0; d < S; ++d) oi.push_back(p[d]);
             oi.push_back(oc);
@@ -482,9 +500,15 @@ TEST(CpuConvOrder, BitwiseDocumentedOrder) {
                            "2d_x_channels_first", "2d_depthwise_mult2", "3d_crop",
                            "3d_long_reduction", "2d_many_out_channels"}) {
     const ConvCase c = find_case(name);
-    expect_documented_conv_bits(c, {DType::f32, DType::f32});
-    expect_documented_conv_bits(c, {DType::bf16, DType::bf16});
-    expect_documented_conv_bits(c, {DType::f16, DType::f32});
+    for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
+      gemmkit::cpu::set_isa_override(static_cast<int>(isa));
+      for (const char* algo : {"auto", "reference"}) {
+        expect_documented_conv_bits(c, {DType::f32, DType::f32}, algo);
+        expect_documented_conv_bits(c, {DType::bf16, DType::bf16}, algo);
+        expect_documented_conv_bits(c, {DType::f16, DType::f32}, algo);
+      }
+    }
+    gemmkit::cpu::set_isa_override(-1);
   }
 }
 
@@ -529,10 +553,15 @@ TEST(CpuConvDeterminism, ThreadCountsAndKernelVariantsBitwiseEqual) {
         EXPECT_TRUE(gemmkit_test::same_bits(one, r.out))
             << case_label(c, dt) << " threads " << threads;
       }
+      // The reference algo: the same bits on every ISA (auto on generic is that order).
+      call_conv(r, c.params, "reference");
+      const HostTensor ref = r.out;
       gemmkit::cpu::set_generic_kernels(true);
+      call_conv(r, c.params, "reference");
+      EXPECT_TRUE(gemmkit_test::same_bits(ref, r.out)) << case_label(c, dt) << " generic reference";
       call_conv(r, c.params);
       EXPECT_NE(r.info.reason.find("generic"), std::string::npos) << r.info.reason;
-      EXPECT_TRUE(gemmkit_test::same_bits(one, r.out)) << case_label(c, dt) << " generic kernels";
+      EXPECT_TRUE(gemmkit_test::same_bits(ref, r.out)) << case_label(c, dt) << " generic auto";
       gemmkit::cpu::set_generic_kernels(false);
     }
   }

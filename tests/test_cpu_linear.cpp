@@ -81,12 +81,13 @@ LinearRun make_run(Size s, DtypeCase dt, const LayoutCase& layout, bool bias, ui
   return r;
 }
 
-void call_linear(LinearRun& r) {
+void call_linear(LinearRun& r, const char* kernel = "auto") {
   r.out.poison();
   std::optional<gemmkit::Tensor> bias;
   if (r.has_bias) bias = r.bias.view();
   gemmkit::LinearOptions options;
   options.info = &r.info;
+  options.kernel = kernel;
   gemmkit::linear(r.x.view(), r.w.view(), bias, r.out.view(), options);
 }
 
@@ -100,20 +101,42 @@ std::string label(Size s, DtypeCase dt, const LayoutCase& layout, bool bias) {
 
 class CpuLinearMatrix : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
+// Forces an ISA for a scope; restores the setting and the thread count after.
+class IsaScope {
+ public:
+  explicit IsaScope(gemmkit::cpu::Isa isa) {
+    gemmkit::cpu::set_isa_override(static_cast<int>(isa));
+  }
+  ~IsaScope() {
+    gemmkit::cpu::set_isa_override(-1);
+    gemmkit::cpu::set_num_threads(0);
+  }
+};
+
+// Every ISA this machine has, both kernels: within the documented bound of the order that ran.
 TEST_P(CpuLinearMatrix, MatchesDoubleReference) {
   const DtypeCase dt = kDtypes[std::get<0>(GetParam())];
   const LayoutCase& layout = kLayouts[std::get<1>(GetParam())];
   const bool bias = std::get<2>(GetParam());
-  uint64_t seed = 1000 * static_cast<uint64_t>(std::get<0>(GetParam()) + 1) +
-                  100 * static_cast<uint64_t>(std::get<1>(GetParam())) + (bias ? 7 : 0);
-  for (const Size& s : kSizes) {
-    LinearRun r = make_run(s, dt, layout, bias, ++seed);
-    call_linear(r);
-    EXPECT_EQ(r.info.backend, "cpu");
-    EXPECT_EQ(r.info.kernel, "cpu.linear.packed");
-    EXPECT_FALSE(r.info.reason.empty());
-    const Reference ref = gemmkit_test::reference_linear(r.x, r.w, bias ? &r.bias : nullptr);
-    gemmkit_test::check_output(r.out, ref, label(s, dt, layout, bias));
+  for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
+    IsaScope scope(isa);
+    for (const char* kernel : {"auto", "reference"}) {
+      uint64_t seed = 1000 * static_cast<uint64_t>(std::get<0>(GetParam()) + 1) +
+                      100 * static_cast<uint64_t>(std::get<1>(GetParam())) + (bias ? 7 : 0);
+      const bool fma = isa == gemmkit::cpu::Isa::avx2 && std::string(kernel) == "auto";
+      for (const Size& s : kSizes) {
+        LinearRun r = make_run(s, dt, layout, bias, ++seed);
+        call_linear(r, kernel);
+        EXPECT_EQ(r.info.backend, "cpu");
+        EXPECT_EQ(r.info.kernel, fma ? "cpu.linear.fma" : "cpu.linear.packed");
+        EXPECT_NE(r.info.reason.find(gemmkit::cpu::isa_name(isa)), std::string::npos)
+            << r.info.reason;
+        const Reference ref = gemmkit_test::reference_linear(r.x, r.w, bias ? &r.bias : nullptr);
+        gemmkit_test::check_output(
+            r.out, ref,
+            label(s, dt, layout, bias) + " " + gemmkit::cpu::isa_name(isa) + " " + kernel, 5, fma);
+      }
+    }
   }
 }
 
@@ -130,7 +153,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, CpuLinearMatrix,
 
 // ---- The documented fp32 summation order, bit for bit ----
 
-TEST(CpuLinearOrder, BitwiseDocumentedOrder) {
+// `reference` on every ISA (and `auto` on generic): the 8-lane order; `auto` on avx2: the FMA
+// chain.
+void check_documented_order(gemmkit::cpu::Isa isa, const char* kernel) {
+  IsaScope scope(isa);
+  const bool fma = isa == gemmkit::cpu::Isa::avx2 && std::string(kernel) == "auto";
   const Size sizes[] = {{3, 5, 1},    {4, 9, 13},   {17, 33, 100},
                         {1, 70, 257}, {60, 20, 64}, {2, 5, 3001}};
   uint64_t seed = 77;
@@ -139,7 +166,7 @@ TEST(CpuLinearOrder, BitwiseDocumentedOrder) {
       for (int li = 0; li < 3; ++li)
         for (bool bias : {false, true}) {
           LinearRun r = make_run(s, dt, kLayouts[li], bias, ++seed);
-          call_linear(r);
+          call_linear(r, kernel);
           int64_t mismatches = 0;
           for (int64_t i = 0; i < s.n; ++i)
             for (int64_t j = 0; j < s.m; ++j) {
@@ -148,8 +175,9 @@ TEST(CpuLinearOrder, BitwiseDocumentedOrder) {
                 a.push_back(static_cast<float>(r.x.at({i, k})));
                 b.push_back(static_cast<float>(r.w.at({j, k})));
               }
-              const float v = gemmkit_test::documented_dot(
-                  a, b, bias ? static_cast<float>(r.bias.at({j})) : 0.0f);
+              const float bj = bias ? static_cast<float>(r.bias.at({j})) : 0.0f;
+              const float v = fma ? gemmkit_test::fma_chain_dot(a, b, bj)
+                                  : gemmkit_test::documented_dot(a, b, bj);
               const unsigned char* got =
                   r.out.storage.data() +
                   r.out.storage_index({i, j}) * static_cast<int64_t>(gemmkit_test::esize(dt.out));
@@ -163,8 +191,14 @@ TEST(CpuLinearOrder, BitwiseDocumentedOrder) {
               }
               if (!same) ++mismatches;
             }
-          EXPECT_EQ(mismatches, 0) << label(s, dt, kLayouts[li], bias);
+          EXPECT_EQ(mismatches, 0) << label(s, dt, kLayouts[li], bias) << " "
+                                   << gemmkit::cpu::isa_name(isa) << " " << kernel;
         }
+}
+
+TEST(CpuLinearOrder, BitwiseDocumentedOrder) {
+  for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas())
+    for (const char* kernel : {"auto", "reference"}) check_documented_order(isa, kernel);
 }
 
 // ---- Determinism ----
@@ -204,13 +238,94 @@ TEST(CpuLinearDeterminism, ThreadCountsAndKernelVariantsBitwiseEqual) {
           EXPECT_TRUE(gemmkit_test::same_bits(one, r.out))
               << label(s, dt, kLayouts[li], true) << " threads " << threads;
         }
+        // The reference kernel: the same bits on every ISA (auto on generic is that kernel).
+        call_linear(r, "reference");
+        const HostTensor ref = r.out;
         gemmkit::cpu::set_generic_kernels(true);
+        call_linear(r, "reference");
+        EXPECT_TRUE(gemmkit_test::same_bits(ref, r.out))
+            << label(s, dt, kLayouts[li], true) << " generic reference";
         call_linear(r);
         EXPECT_NE(r.info.reason.find("generic"), std::string::npos) << r.info.reason;
-        EXPECT_TRUE(gemmkit_test::same_bits(one, r.out))
-            << label(s, dt, kLayouts[li], true) << " generic kernels";
+        EXPECT_TRUE(gemmkit_test::same_bits(ref, r.out))
+            << label(s, dt, kLayouts[li], true) << " generic auto";
         gemmkit::cpu::set_generic_kernels(false);
       }
+}
+
+// Row i's bits do not depend on the other rows: the batch n, where the row falls in the
+// register tiles, the thread count. Every ISA, both kernels.
+TEST(CpuLinearDeterminism, BatchInvariantBitwise) {
+  Restore restore;
+  for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
+    gemmkit::cpu::set_isa_override(static_cast<int>(isa));
+    for (const char* kernel : {"auto", "reference"})
+      for (DtypeCase dt : {kDtypes[0], kDtypes[4]}) {
+        const Size full{61, 150, 300};
+        LinearRun r = make_run(full, dt, kLayouts[0], true, 21);
+        gemmkit::cpu::set_num_threads(2);
+        call_linear(r, kernel);
+        const HostTensor all = r.out;
+        const int64_t xe = gemmkit_test::esize(dt.in), oe = gemmkit_test::esize(dt.out);
+        for (const int64_t r0 : {int64_t{0}, int64_t{5}, int64_t{13}})
+          for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{40}})
+            for (int threads : {1, 3}) {
+              gemmkit::cpu::set_num_threads(threads);
+              std::vector<unsigned char> out(static_cast<std::size_t>(n * full.m * oe));
+              gemmkit::LinearOptions options;
+              options.kernel = kernel;
+              gemmkit::linear(
+                  gemmkit::Tensor::contiguous(r.x.storage.data() + r0 * full.k * xe, dt.in,
+                                              gemmkit::Device::cpu(), {n, full.k}),
+                  r.w.view(), r.bias.view(),
+                  gemmkit::Tensor::contiguous(out.data(), dt.out, gemmkit::Device::cpu(),
+                                              {n, full.m}),
+                  options);
+              EXPECT_EQ(std::memcmp(out.data(), all.storage.data() + r0 * full.m * oe, out.size()),
+                        0)
+                  << gemmkit::cpu::isa_name(isa) << " " << kernel << " "
+                  << gemmkit::dtype_name(dt.in) << " rows " << r0 << "+" << n << " threads "
+                  << threads;
+            }
+      }
+  }
+}
+
+// The GEMMKIT_CPU_ISA values: the selected ISA, or a gemmkit::Error naming the setting.
+TEST(CpuIsa, SettingValues) {
+  using gemmkit::cpu::Isa;
+  using gemmkit::cpu::parse_isa_setting;
+  EXPECT_EQ(parse_isa_setting(""), gemmkit::cpu::detected_isa());
+  EXPECT_EQ(parse_isa_setting("auto"), gemmkit::cpu::detected_isa());
+  EXPECT_EQ(parse_isa_setting("generic"), Isa::generic);
+  const auto error_of = [](const std::string& value) {
+    try {
+      parse_isa_setting(value);
+    } catch (const gemmkit::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  if (gemmkit::cpu::detected_isa() == Isa::avx2) {
+    EXPECT_EQ(parse_isa_setting("avx2"), Isa::avx2);
+  } else {
+    EXPECT_NE(error_of("avx2").find("not supported by this CPU"), std::string::npos);
+  }
+  for (const char* name : {"avx512", "amx"}) {
+    const std::string e = error_of(name);
+    EXPECT_NE(e.find("GEMMKIT_CPU_ISA"), std::string::npos) << e;
+    EXPECT_NE(e.find("not built in this version"), std::string::npos) << e;
+  }
+  EXPECT_NE(error_of("AVX2").find("must be auto, avx2 or generic"), std::string::npos);
+}
+
+TEST(CpuIsa, DetectionAndNames) {
+  const std::vector<gemmkit::cpu::Isa> isas = gemmkit::cpu::available_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), gemmkit::cpu::Isa::generic);
+  EXPECT_EQ(isas.back(), gemmkit::cpu::detected_isa());
+  EXPECT_FALSE(gemmkit::cpu::detected_features().empty());
+  EXPECT_STREQ(gemmkit::cpu::isa_name(gemmkit::cpu::Isa::avx2), "avx2");
 }
 
 TEST(CpuLinearDeterminism, ConcurrentCallersBitwiseEqual) {

@@ -317,7 +317,8 @@ void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bi
     return;
   }
   detail::run_on_backend(
-      kOp, x.device, "options.algo", options.algo, &info, [&] { cpu::conv(problem, info); },
+      kOp, x.device, "options.algo", options.algo, &info,
+      [&] { cpu::conv(problem, options.algo == "reference", info); },
       [&] {
 #ifdef GEMMKIT_WITH_CUDA
         cuda::conv(problem, options, stream, info);

@@ -78,7 +78,8 @@ void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
     return;
   }
   detail::run_on_backend(
-      kOp, x.device, "options.kernel", options.kernel, info, [&] { cpu::linear(problem, info); },
+      kOp, x.device, "options.kernel", options.kernel, info,
+      [&] { cpu::linear(problem, options.kernel == "reference", info); },
       [&] {
 #ifdef GEMMKIT_WITH_CUDA
         cuda::linear(problem, options, stream, info);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "cpu/cpu_internal.h"
 #include "gemmkit/gemmkit.h"
 #ifdef GEMMKIT_WITH_CUDA
 #include "cuda/cuda_backend.h"
@@ -34,6 +35,20 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
+namespace {
+// The CPU kernels' ISA, what detection saw, and the setting (its error when invalid).
+std::string cpu_isa_line() {
+  std::string line;
+  try {
+    line = cpu::isa_name(cpu::active_isa());
+  } catch (const Error& e) {
+    line = std::string("invalid setting (") + e.what() + ")";
+  }
+  return line + " (detected: " + cpu::isa_name(cpu::detected_isa()) +
+         "; CPU features: " + cpu::detected_features() + "; GEMMKIT_CPU_ISA=auto|avx2|generic)";
+}
+}  // namespace
+
 std::string build_info() {
   std::ostringstream s;
   s << "gemmkit " << GEMMKIT_VERSION << "\n";
@@ -47,6 +62,7 @@ std::string build_info() {
 #endif
     << ", C++ " << __cplusplus << "\n";
   s << "backends: cpu" << (built_with_cuda() ? ", cuda" : "") << "\n";
+  s << "cpu isa: " << cpu_isa_line() << "\n";
 #ifdef GEMMKIT_WITH_CUDA
   s << cuda::build_info();
 #endif

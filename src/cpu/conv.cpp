@@ -12,7 +12,9 @@
 //     taps in padding or between dilated input elements), then dots every patch with every
 //     weight row of the chunk through the 8-lane kernel, adds the bias and stores.
 // Each output element is computed by one task in the order documented in docs/numerics.md, so
-// results do not depend on the thread count or the blocking.
+// results do not depend on the thread count or the blocking. `auto` on the avx2 ISA: the same
+// patches through the FMA tile of linear instead (the weight also packed once into 16-channel
+// panels per group; the FMA chain order over the same reduction vector).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +27,9 @@
 
 namespace gemmkit::cpu {
 namespace {
+
+// k block of the FMA path (as linear's).
+constexpr int64_t kFmaConvKc = 256;
 
 constexpr int kDims = 3;  // problems are normalized to 3 spatial dims (trailing dims of size 1)
 
@@ -43,7 +48,7 @@ struct Geometry {
 
 }  // namespace
 
-void conv(const detail::ConvProblem& problem, CallInfo& info) {
+void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   const int S = problem.spatial;
   Geometry geo;
   for (int d = 0; d < kDims; ++d) {
@@ -71,11 +76,22 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
   const bool parallel = macs >= 65536.0;
   const int threads = parallel ? num_threads() : 1;
 
+  const Isa isa = active_isa();
+  const bool fma = !reference && isa == Isa::avx2 && klen > 0;
+  const std::string tail = std::to_string(threads) + " thread" + (threads == 1 ? ")" : "s)");
   info.backend = "cpu";
-  info.kernel = "cpu.conv.patch-gemm";
-  info.reason =
-      std::string("only CPU conv kernel (fp32 patches x packed weights, 8-lane fp32 dot, ") +
-      kernels.name + ", " + std::to_string(threads) + " thread" + (threads == 1 ? ")" : "s)");
+  if (fma) {
+    info.kernel = "cpu.conv.patch-gemm.fma";
+    info.reason =
+        "auto on ISA avx2 (fp32 patches x 16-channel weight panels, 6x16 fp32 FMA "
+        "tile, " +
+        tail;
+  } else {
+    info.kernel = "cpu.conv.patch-gemm";
+    info.reason = std::string(reference ? "reference algo" : "auto") + " on ISA " + isa_name(isa) +
+                  " (fp32 patches x packed weights, 8-lane fp32 dot, " + kernels.name +
+                  " instructions, " + tail;
+  }
   if (positions <= 0 || o <= 0) return;
 
   const Tensor& x = problem.x;
@@ -104,6 +120,23 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
                 read_w.row(off, ws_c, cpg, row + tap * cpg);
               }
           std::fill(row + klen, row + kpad, 0.0f);
+        },
+        parallel && o * kpad >= 65536);
+  }
+
+  // ---- FMA path: each group's weight rows as 16-channel panels of klen x 16 floats (channels
+  // past the group's opg are zeros), panel p of group g at (g * gpanels + p) * klen * 16.
+  const int64_t gpanels = (opg + kFmaPanel - 1) / kFmaPanel;
+  std::vector<float> wpan;
+  if (fma) {
+    wpan = staging_buffer("conv", "weight", groups * gpanels * kFmaPanel, klen);
+    parallel_for(
+        groups * gpanels,
+        [&](int64_t panel) {
+          const int64_t g = panel / gpanels, p = panel % gpanels;
+          avx2::fma_pack_panel(wp.data() + (g * opg + p * kFmaPanel) * kpad, false, kpad,
+                               std::min(kFmaPanel, opg - p * kFmaPanel), klen,
+                               wpan.data() + panel * klen * kFmaPanel);
         },
         parallel && o * kpad >= 65536);
   }
@@ -161,13 +194,16 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
 
   // ---- Blocking: positions x group chunk x output-channel chunk. Groups with few channels
   // (depthwise and the like) are gathered several at a time: their channels are adjacent in x.
-  const int64_t oc_chunk = std::min<int64_t>(opg, 64);
+  // The FMA path takes up to 128 channels per task (panel-aligned) and more positions: each
+  // weight panel block is reused by every 6-row tile of the task's patches.
+  const int64_t oc_chunk = std::min<int64_t>(opg, fma ? 128 : 64);
   const int64_t oc_chunks = (opg + oc_chunk - 1) / oc_chunk;
   const int64_t gc = oc_chunks == 1 ? std::clamp<int64_t>(64 / cpg, 1, groups) : 1;
   const int64_t group_chunks = (groups + gc - 1) / gc;
   // Aim for ~1M multiply-adds per task, patch scratch <= ~256 KiB, and enough tasks for the pool.
   int64_t pb = std::clamp<int64_t>((1 << 20) / std::max<int64_t>(gc * kpad * oc_chunk, 1), 1, 256);
   pb = std::min(pb, std::max<int64_t>(1, (64 * 1024) / (gc * kpad)));
+  if (fma) pb = std::clamp<int64_t>((128 * 1024) / (gc * kpad), 1, 120);
   while (pb > 4 && ((positions + pb - 1) / pb) * group_chunks * oc_chunks < 4 * threads) pb /= 2;
   pb = std::max<int64_t>(1, std::min(pb, positions));
   const int64_t pos_blocks = (positions + pb - 1) / pb;
@@ -199,7 +235,9 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
         // groups of one position side by side: the gather writes one compact region per tap).
         const int64_t lda = ng * kpad;
         float* patches = thread_scratch(0, np * lda);
-        float* sums = thread_scratch(1, np * noc);
+        const int64_t npanels = (noc + kFmaPanel - 1) / kFmaPanel;
+        const int64_t ldsum = fma ? npanels * kFmaPanel : noc;
+        float* sums = thread_scratch(1, np * ldsum);
         float* lanes = thread_scratch(2, gemm_block_lanes(np, noc, kpad, kblock));
         thread_local std::vector<int64_t> out_off_buf;
         if (static_cast<int64_t>(out_off_buf.size()) < np)
@@ -288,12 +326,23 @@ void conv(const detail::ConvProblem& problem, CallInfo& info) {
 
         for (int64_t gi = 0; gi < ng; ++gi) {
           const int64_t oc0 = (g0 + gi) * opg + chunk * oc_chunk;
-          kernels.gemm_block(patches + gi * kpad, lda, np, wp.data() + oc0 * kpad, kpad, noc, kpad,
-                             kblock, sums, noc, lanes);
+          if (fma) {
+            // The chunk's first channel is a multiple of 128 within the group: a panel boundary.
+            const float* pan = wpan.data() + ((g0 + gi) * gpanels + chunk * oc_chunk / kFmaPanel) *
+                                                 klen * kFmaPanel;
+            for (int64_t k0 = 0; k0 < klen; k0 += kFmaConvKc) {
+              const int64_t kc = std::min(kFmaConvKc, klen - k0);
+              avx2::fma_block(patches + gi * kpad + k0, lda, np, pan + k0 * kFmaPanel, npanels,
+                              klen * kFmaPanel, kc, sums, ldsum, k0 == 0);
+            }
+          } else {
+            kernels.gemm_block(patches + gi * kpad, lda, np, wp.data() + oc0 * kpad, kpad, noc,
+                               kpad, kblock, sums, noc, lanes);
+          }
           for (int64_t r = 0; r < np; ++r) {
             const int64_t base = out_off[r];
             for (int64_t j = 0; j < noc; ++j) {
-              const float v = sums[r * noc + j] + bias[static_cast<std::size_t>(oc0 + j)];
+              const float v = sums[r * ldsum + j] + bias[static_cast<std::size_t>(oc0 + j)];
               write_out(base + (oc0 + j) * os_c, v);
             }
           }

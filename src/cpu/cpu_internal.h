@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace gemmkit::cpu {
@@ -72,19 +73,61 @@ struct DotKernels {
   GemmBlockFn gemm_block;
 };
 
-// The kernels in use: the best the CPU supports unless set_generic_kernels(true) was called.
+// ---- Instruction sets ------------------------------------------------------------------------
+// The kernel variants the build can select at run time. `avx2` needs AVX2, FMA and the OS's
+// YMM state (cpuid, xgetbv); `generic` is the build's baseline ISA and always available.
+enum class Isa : int { generic = 0, avx2 = 1 };
+const char* isa_name(Isa isa);
+// The best ISA this CPU and build support.
+Isa detected_isa();
+// The CPU features detection saw, as "avx2 fma f16c os-ymm" (those present) or "none".
+std::string detected_features();
+// The ISA in use: the test override when set, else GEMMKIT_CPU_ISA (read once;
+// auto|avx2|generic; avx512 and amx are names this version rejects): a gemmkit::Error for a
+// value outside those or an ISA this CPU lacks.
+Isa active_isa();
+// A GEMMKIT_CPU_ISA value ("" is auto) as the ISA it selects, or that gemmkit::Error.
+Isa parse_isa_setting(const std::string& value);
+// Every ISA this machine can run (generic first). For tests.
+std::vector<Isa> available_isas();
+// Forces an ISA (an Isa value) or restores the setting (-1). For tests and benchmarks.
+void set_isa_override(int isa);
+
+// The 8-lane kernels of the active ISA (same bits on every ISA).
 const DotKernels& dot_kernels();
-// Forces the portable kernels (true) or restores automatic selection (false). For tests.
+// Forces the portable kernels (true) or restores the setting (false). For tests.
 void set_generic_kernels(bool generic);
+
+// Register tile of the FMA kernel: kFmaRows rows x kFmaPanel columns (12 YMM accumulators).
+constexpr int64_t kFmaRows = 6;
+constexpr int64_t kFmaPanel = 16;
 
 namespace generic {
 void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64_t ldb,
                 int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo, float* lanes);
 }
 namespace avx2 {
-bool available();  // compiled in and supported by this CPU
+bool compiled();  // this build has the AVX2 variants (x86 with GCC or Clang)
 void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64_t ldb,
                 int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo, float* lanes);
+// The FMA kernel of the fast linear path (kernels_fma.cpp): for r < rows and c < npanels * 16,
+// acc[r * ldacc + c] = fma(a[r * lda + i], panel(c)[i], acc[...]) for i = 0 .. kc-1 ascending,
+// starting from +0.0f when `first`, else from the value in acc. `panels` holds npanels panels of
+// kc x kFmaPanel floats, panel p element (i, j) at p * panel_ld + i * 16 + j:
+// column p * 16 + j's values of b.
+void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, int64_t npanels,
+               int64_t panel_ld, int64_t kc, float* acc, int64_t ldacc, bool first);
+// One panel from `rows` (<= kFmaPanel) rows of kc contiguous values, row r at src + r * ld
+// elements, fp32 or (`bf16`) bf16 widened exactly; rows past `rows` are zeros.
+void fma_pack_panel(const void* src, bool bf16, int64_t ld, int64_t rows, int64_t kc, float* panel);
+// The same chain for at most 8 x rows (the same bits as fma_block): xt holds k x 8 floats
+// (element (i, r) at i * 8 + r: x row r's value i, zeros for missing rows), w `rows` (<= 8) rows
+// of k floats at stride ldw; out[j * 8 + r] = the chain of x row r with w row j over i < k,
+// from +0.0f when `first`, else continued from the value in out.
+void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t rows, float* out,
+                bool first);
+// dst[i] = src[i] (bf16) as fp32, exactly, i < len.
+void widen_bf16(const uint16_t* src, int64_t len, float* dst);
 }  // namespace avx2
 
 inline int64_t round_up8(int64_t v) {

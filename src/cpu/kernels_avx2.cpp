@@ -32,14 +32,13 @@ namespace gemmkit::cpu::avx2 {
 #pragma GCC pop_options
 #endif
 
-bool available() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+bool compiled() {
+  return true;
 }
 
 #else
 
-bool available() {
+bool compiled() {
   return false;
 }
 void gemm_block(const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,

@@ -1,5 +1,4 @@
 // Portable dot-product kernels (baseline ISA of the build) and the kernel selection.
-#include <atomic>
 #include <cstdint>
 
 #include "cpu/cpu_internal.h"
@@ -20,19 +19,16 @@ namespace generic {
 }  // namespace generic
 
 namespace {
-std::atomic<bool> g_force_generic{false};
 const DotKernels kGeneric{"generic", &generic::gemm_block};
 const DotKernels kAvx2{"avx2", &avx2::gemm_block};
 }  // namespace
 
 const DotKernels& dot_kernels() {
-  static const bool have_avx2 = avx2::available();
-  if (have_avx2 && !g_force_generic.load(std::memory_order_relaxed)) return kAvx2;
-  return kGeneric;
+  return active_isa() == Isa::avx2 ? kAvx2 : kGeneric;
 }
 
 void set_generic_kernels(bool generic) {
-  g_force_generic.store(generic);
+  set_isa_override(generic ? static_cast<int>(Isa::generic) : -1);
 }
 
 }  // namespace gemmkit::cpu
