@@ -304,11 +304,8 @@ ConvParams conv_transpose_params(const std::vector<int64_t>& kernel_size,
 void conv(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
           const Tensor& out, const ConvParams& params, const ConvOptions& options, Stream stream) {
   const detail::ConvProblem problem = validate_conv(x, weight, bias, out, params);
-  if (options.deterministic < -1 || options.deterministic > 1) {
-    detail::fail(kOp, "options.deterministic",
-                 std::to_string(options.deterministic) +
-                     ": must be -1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)");
-  }
+  detail::check_switch_option(kOp, "options.deterministic", options.deterministic,
+                              "GEMMKIT_DETERMINISTIC");
   CallInfo local;
   CallInfo& info = options.info ? *options.info : local;
   if (problem.batch == 0) {

@@ -60,16 +60,9 @@ std::string describe(const detail::LinearProblem& p) {
 void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const Tensor& out,
             const LinearOptions& options, Stream stream) {
   const detail::LinearProblem problem = validate_linear(x, w, bias, out);
-  if (options.deterministic < -1 || options.deterministic > 1) {
-    detail::fail(kOp, "options.deterministic",
-                 std::to_string(options.deterministic) +
-                     ": must be -1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)");
-  }
-  if (options.pdl < -1 || options.pdl > 1) {
-    detail::fail(kOp, "options.pdl",
-                 std::to_string(options.pdl) +
-                     ": must be -1, 0 or 1 (-1: GEMMKIT_LINEAR_PDL, 0: off, 1: on)");
-  }
+  detail::check_switch_option(kOp, "options.deterministic", options.deterministic,
+                              "GEMMKIT_DETERMINISTIC");
+  detail::check_switch_option(kOp, "options.pdl", options.pdl, "GEMMKIT_LINEAR_PDL");
   CallInfo local;
   CallInfo* const info = detail::call_info_sink(options.info, local);
   if (problem.n == 0) {

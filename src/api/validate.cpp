@@ -298,6 +298,17 @@ bool parse_switch(const char* op, const char* name, const std::string& value) {
   return false;
 }
 
+bool parse_switch_default_off(const char* op, const char* name, const std::string& value) {
+  return !value.empty() && parse_switch(op, name, value);
+}
+
+void check_switch_option(const char* op, const char* option, int value, const char* env_name) {
+  if (value < -1 || value > 1) {
+    fail(op, option,
+         std::to_string(value) + ": must be -1, 0 or 1 (-1: " + env_name + ", 0: off, 1: on)");
+  }
+}
+
 std::optional<int64_t> parse_whole_number(const std::string& text, int max_digits) {
   if (text.empty() || text.size() > static_cast<std::size_t>(max_digits)) return std::nullopt;
   int64_t value = 0;

@@ -47,6 +47,11 @@ const std::string& env_setting(const char* name);
 // An on/off setting's value: "" or "1" is on, "0" off; anything else fails (Error naming `op`,
 // the setting `name`, the value and the rule).
 bool parse_switch(const char* op, const char* name, const std::string& value);
+// The same for a setting that is off by default: "" or "0" is off, "1" on.
+bool parse_switch_default_off(const char* op, const char* name, const std::string& value);
+// An option that takes its value from an environment switch by default: -1 (read `env_name`), 0
+// (off) or 1 (on); anything else fails, naming `option` and the rule.
+void check_switch_option(const char* op, const char* option, int value, const char* env_name);
 // `text` as a whole decimal number of 1 to `max_digits` digits (no sign, spaces or other
 // characters), or nullopt.
 std::optional<int64_t> parse_whole_number(const std::string& text, int max_digits);

@@ -40,4 +40,14 @@ inline std::vector<uint8_t> download(const Buffer& buffer) {
   return host;
 }
 
+// Index of the first element (of `dtype`) where two output byte images differ, or -1.
+inline int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
+                                DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  for (std::size_t i = 0; i < a.size(); i += size) {
+    if (std::memcmp(&a[i], &b[i], size) != 0) return static_cast<int64_t>(i / size);
+  }
+  return -1;
+}
+
 }  // namespace gemmkit::testing

@@ -15,6 +15,7 @@ namespace gemmkit {
 namespace {
 
 using testing::download;
+using testing::first_difference;
 using testing::random_host;
 using testing::upload;
 
@@ -60,16 +61,6 @@ struct DeviceLinear {
 std::string describe(const LinearCase& c) {
   return "n=" + std::to_string(c.n) + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
          (c.bias ? " bias" : "") + " out=" + dtype_name(c.out);
-}
-
-// Index of the first differing element, or -1.
-int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
-                         DType dtype) {
-  const std::size_t size = dtype_size(dtype);
-  for (std::size_t i = 0; i < a.size(); i += size) {
-    if (std::memcmp(&a[i], &b[i], size) != 0) return static_cast<int64_t>(i / size);
-  }
-  return -1;
 }
 
 // Every ring depth at the tile auto takes (16 x 8), with four producer warps (the default) and

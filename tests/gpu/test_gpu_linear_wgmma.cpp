@@ -13,6 +13,7 @@ namespace gemmkit {
 namespace {
 
 using testing::download;
+using testing::first_difference;
 using testing::random_host;
 using testing::upload;
 
@@ -59,15 +60,6 @@ struct WgmmaProblem {
     return bytes;
   }
 };
-
-int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
-                         DType dtype) {
-  const std::size_t size = dtype_size(dtype);
-  for (std::size_t i = 0; i < a.size(); i += size) {
-    if (std::memcmp(&a[i], &b[i], size) != 0) return static_cast<int64_t>(i / size);
-  }
-  return -1;
-}
 
 TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();

@@ -410,6 +410,14 @@ inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, in
   return c;
 }
 
+// Why a call TMA cannot load (k % 8 != 0, a k stride other than 1, rows not 16-byte aligned) takes
+// the reference kernel, and why a forced TMA kernel is refused for it.
+constexpr const char* kNotTmaLoadableReason =
+    "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)";
+constexpr const char* kNotTmaLoadableForced =
+    "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
+    "required)";
+
 // The ring's bound in deterministic mode: the family's, and up to n = 16 for weights of 2^24
 // elements and more (streaming weights: the ring against the wgmma kernel's 64-row tiles, H200:
 // 32 x 8192 x 8192 ring8 132 us, wgmma.n64 60 us; docs/perf.md).
@@ -423,8 +431,7 @@ inline int64_t deterministic_ring_max_n(int64_t m, int64_t k) {
 inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
   const std::string mode = "deterministic mode: batch-invariant at every n; ";
   if (!s.tma_compatible) {
-    return reference_config(
-        s, d, mode + "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
+    return reference_config(s, d, mode + kNotTmaLoadableReason);
   }
   const int64_t ring_max_n = deterministic_ring_max_n(s.m, s.k);
   if (s.n <= ring_max_n) {
@@ -478,8 +485,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (s.in == DType::f16)
       return reference_config(s, d, "f16 operands: the family's reference kernel");
     if (!s.tma_compatible) {
-      return reference_config(s, d,
-                              "layout not loadable by TMA (k % 8, unit stride, 16-byte alignment)");
+      return reference_config(s, d, kNotTmaLoadableReason);
     }
     LinearConfig c = ring_config(s, d, 0, pdl);
     if (c.name.empty()) {
@@ -513,10 +519,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     }
     if (!hopper) reject("the wgmma kernel is built for sm_90a only");
     if (s.in == DType::f32) reject("the wgmma kernel takes bf16 or f16 operands only");
-    if (!s.tma_compatible)
-      reject(
-          "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
-          "required)");
+    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
     LinearConfig c = wgmma_config(s, d, block_n != 0 ? block_n : wgmma_block_n(s.n), pdl);
     if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
     c.reason = "forced";
@@ -529,10 +532,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   if (ring_name) {
     if (!hopper) reject("ring kernels are built for sm_90 only");
     if (s.in != DType::bf16) reject("ring kernels take bf16 operands only");
-    if (!s.tma_compatible)
-      reject(
-          "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
-          "required)");
+    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
     if (tile.mt != 0 && !ring_tile_built(tile))
       reject("no ring kernel is built for that tile; tiles: t1x1, t1x2, t1x4, t2x4");
     if (ring.producers != 0 && ring.producers != 1 && ring.producers != kRingMaxProducerWarps)

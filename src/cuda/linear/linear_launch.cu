@@ -49,10 +49,8 @@ bool env_pdl() {
 
 // GEMMKIT_DETERMINISTIC: "" (unset) or "0" off, "1" on.
 bool env_deterministic() {
-  static const bool value = [] {
-    const std::string text = detail::env_setting("GEMMKIT_DETERMINISTIC");
-    return !text.empty() && detail::parse_switch("linear", "GEMMKIT_DETERMINISTIC", text);
-  }();
+  static const bool value = detail::parse_switch_default_off(
+      "linear", "GEMMKIT_DETERMINISTIC", detail::env_setting("GEMMKIT_DETERMINISTIC"));
   return value;
 }
 

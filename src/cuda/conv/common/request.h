@@ -159,8 +159,9 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
   }
   if (s.option_deterministic >= 0) {
     r.deterministic = s.option_deterministic != 0;
-  } else if (!s.env_deterministic.empty()) {
-    r.deterministic = detail::parse_switch(kOp, "GEMMKIT_DETERMINISTIC", s.env_deterministic);
+  } else {
+    r.deterministic =
+        detail::parse_switch_default_off(kOp, "GEMMKIT_DETERMINISTIC", s.env_deterministic);
     r.deterministic_from_env = r.deterministic;
   }
   return r;
