@@ -1,3 +1,4 @@
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -167,6 +168,40 @@ HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
   };
   per_call_us(empty);
   cost.empty_launch_us = per_call_us(empty);
+
+  config.numAttrs = 0;
+  per_call_us(empty);
+  cost.empty_plain_launch_us = per_call_us(empty);
+
+  // The driver API's launch of the same kernel (entry point from the runtime, never -lcuda).
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  check(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &entry, 12000, cudaEnableDefault,
+                                         &found),
+        "cudaGetDriverEntryPointByVersion(cuLaunchKernelEx)");
+  cudaFunction_t function = nullptr;
+  check(cudaGetFuncBySymbol(&function, reinterpret_cast<const void*>(empty_kernel)),
+        "cudaGetFuncBySymbol");
+  if (found == cudaDriverEntryPointSuccess && entry != nullptr) {
+    const auto launch_ex = reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(entry);
+    CUlaunchConfig driver_config{};
+    driver_config.gridDimX = driver_config.gridDimY = driver_config.gridDimZ = 1;
+    driver_config.blockDimX = 32;
+    driver_config.blockDimY = driver_config.blockDimZ = 1;
+    driver_config.hStream = reinterpret_cast<CUstream>(s);
+    CUlaunchAttribute driver_attribute{};
+    driver_attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    driver_attribute.value.programmaticStreamSerializationAllowed = 1;
+    driver_config.attrs = &driver_attribute;
+    driver_config.numAttrs = 1;
+    const auto driver_empty = [&] {
+      if (launch_ex(&driver_config, reinterpret_cast<CUfunction>(function), nullptr, nullptr) !=
+          CUDA_SUCCESS)
+        throw Error("cuLaunchKernelEx of an empty kernel failed");
+    };
+    per_call_us(driver_empty);
+    cost.empty_driver_launch_us = per_call_us(driver_empty);
+  }
   return cost;
 }
 

@@ -45,6 +45,8 @@ CallTimes time_calls(const LaunchFn& launch, int calls, int copies, int replays,
 struct HostCost {
   double call_us = 0;          // per call of `launch`
   double empty_launch_us = 0;  // per cudaLaunchKernelEx of an empty kernel (PDL attribute set)
+  double empty_plain_launch_us = 0;   // the same without launch attributes
+  double empty_driver_launch_us = 0;  // cuLaunchKernelEx of the same kernel (PDL attribute set)
   int calls = 0;
 };
 HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream);

@@ -199,6 +199,8 @@ class CaseRunner {
       const auto host = cuda::time_host_cost(launch, settings_.host_cost_calls, stream());
       timing.host_us = host.call_us;
       timing.empty_launch_us = host.empty_launch_us;
+      timing.empty_plain_launch_us = host.empty_plain_launch_us;
+      timing.empty_driver_launch_us = host.empty_driver_launch_us;
     }
     synchronize();
     return timing;

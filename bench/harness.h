@@ -49,6 +49,8 @@ struct Timing {
   // kernel launch beside it (bench/cuda_timing.h, time_host_cost).
   double host_us = kNaN;
   double empty_launch_us = kNaN;
+  double empty_plain_launch_us = kNaN;
+  double empty_driver_launch_us = kNaN;
 };
 
 // What happened to one implementation (gemmkit or a peer) on one problem.

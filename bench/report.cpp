@@ -368,6 +368,8 @@ void write_measurement(JsonWriter& json, const CaseResult& result, const Measure
   if (!std::isnan(m.timing.host_us)) {
     json.field("host_us", m.timing.host_us);
     json.field("empty_launch_us", m.timing.empty_launch_us);
+    json.field("empty_plain_launch_us", m.timing.empty_plain_launch_us);
+    json.field("empty_driver_launch_us", m.timing.empty_driver_launch_us);
   }
   json.field("gflops", gflops(result, us));
   json.field("gbytes_per_s", result.cost.bytes / (us * 1e3));

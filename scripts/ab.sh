@@ -7,11 +7,15 @@
 # Set-up: `git worktree add --detach ab <commit>` (ab/ is git-ignored) and
 # scripts/prepare-device.sh; then, on the GPU machine, with .deps/ and ab/ copied along:
 #   bash scripts/ab.sh [--out DIR] 'dw7x7-96|conv --n 8 --in 56x56 --c 96 --o 96 --groups 96 --kernel 7x7 --pad 3 --algo depthwise' ...
-# Each argument is `name|gemmkit arguments`; --device cuda:0 --check is added. Settings:
+# Each argument is `name|gemmkit arguments` (--device cuda:0 --check is added), or `suite:NAME`:
+# every row of bench/suites/NAME.csv through `gemmkit bench --no-peers --no-cold` (add bench
+# options after the name: `suite:conv-models --filter resnet`), both builds in turn per pass, then
+# a per-row comparison of the fastest pass of each (scripts/ab-compare.py). Settings:
 # GEMMKIT_AB_PASSES (default 2), GEMMKIT_AB_TAG (output name, to keep several runs apart).
 # Output: DIR/ab[-TAG].txt (default ./out) alone (the build logs stay in a temporary folder and
 # only a failing build's tail is printed), one line per (pass, row, build): the time and check
-# lines of `gemmkit`. Run again on the same machine, both builds are already up to date.
+# lines of `gemmkit`; for a suite, its JSON per (pass, build) and the comparison. Run again on the
+# same machine, both builds are already up to date.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 take_out_option "$@"
@@ -39,6 +43,16 @@ echo "builds: this checkout status $this_status, ab/ status $other_status"
 }
 for pass in $(seq "${GEMMKIT_AB_PASSES:-2}"); do
   for row in "$@"; do
+    if [[ $row == suite:* ]]; then
+      read -r -a args <<<"${row#suite:}"
+      for bin in build-device/gemmkit ab/b/gemmkit; do
+        json=$out_dir/ab-${args[0]}-${bin%%/*}-$pass.json
+        "$bin" bench --suite "bench/suites/${args[0]}.csv" "${args[@]:1}" --device cuda:0 \
+          --no-peers --no-cold --json "$json" >/dev/null 2>&1
+        echo "$pass suite ${args[0]} ${bin%%/*} status $?"
+      done
+      continue
+    fi
     name=${row%%|*}
     read -r -a args <<<"${row#*|}"
     for bin in build-device/gemmkit ab/b/gemmkit; do
@@ -48,4 +62,10 @@ for pass in $(seq "${GEMMKIT_AB_PASSES:-2}"); do
     done
   done
 done | tee "$result"
+for row in "$@"; do
+  [[ $row == suite:* ]] || continue
+  read -r -a args <<<"${row#suite:}"
+  python3 scripts/ab-compare.py "$out_dir"/ab-"${args[0]}"-build-device-*.json -- \
+    "$out_dir"/ab-"${args[0]}"-ab-*.json | tee -a "$result"
+done
 rm -rf "$logs"

@@ -7,9 +7,9 @@
 
 namespace gemmkit::cli {
 
-const std::vector<OptionSpec> kTimingOptions{
-    {"device", true}, {"reps", true},    {"replays", true},
-    {"seed", true},   {"no-cold", false}, {"host-cost", true}};
+const std::vector<OptionSpec> kTimingOptions{{"device", true},   {"reps", true},
+                                             {"replays", true},  {"seed", true},
+                                             {"no-cold", false}, {"host-cost", true}};
 
 Device resolve_device(const std::string& text) {
   if (text.empty() || text == "auto") {
@@ -70,10 +70,13 @@ void print_case(const bench::CaseResult& result, const bench::BenchSettings& set
                 bench::format_number(result.floor_us).c_str(), 100 * result.floor_us / us);
   const auto print_host = [](const char* who, const bench::Timing& t) {
     if (std::isnan(t.host_us)) return;
-    std::printf("host      %s %s us per eager call on the calling thread (an empty kernel launch: "
-                "%s us)\n",
-                who, bench::format_number(t.host_us).c_str(),
-                bench::format_number(t.empty_launch_us).c_str());
+    std::printf(
+        "host      %s %s us per eager call on the calling thread (an empty kernel launch: "
+        "%s us; without attributes %s; cuLaunchKernelEx %s)\n",
+        who, bench::format_number(t.host_us).c_str(),
+        bench::format_number(t.empty_launch_us).c_str(),
+        bench::format_number(t.empty_plain_launch_us).c_str(),
+        bench::format_number(t.empty_driver_launch_us).c_str());
   };
   print_host("gemmkit", m.timing);
   for (const auto& peer : result.peers) print_host(peer.name.c_str(), peer.timing);
