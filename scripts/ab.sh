@@ -38,7 +38,7 @@ wait $other
 other_status=$?
 echo "builds: this checkout status $this_status, ab/ status $other_status"
 [ $this_status -eq 0 ] && [ $other_status -eq 0 ] || {
-  tail -20 "$logs/build.txt" "$logs/ab-build.log"
+  tail -n 30 "$logs/build.txt" "$logs/ab-build.log"
   exit 1
 }
 for pass in $(seq "${GEMMKIT_AB_PASSES:-2}"); do

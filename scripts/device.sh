@@ -67,7 +67,7 @@ stage_build() {
   local status=$?
   note "build: status $status in $((SECONDS - start)) s"
   if [ $status -ne 0 ]; then tail -40 "$logs/build.log"; exit 1; fi
-  grep -E "warning|spill" "$logs/build.log" | grep -v "0 bytes spill" | head -20
+  grep -E "warning|spill" "$logs/build.log" | grep -v "0 bytes spill" | head -20 || true
 }
 
 stage_host() {
