@@ -75,9 +75,10 @@ inline void expect_within_limits(const ConvConfig& c) {
   EXPECT_EQ(c.grid.z, 1u);
   EXPECT_GE(c.block, 1);
   EXPECT_LE(c.block, kMaxBlockThreads);
-  // The implicit GEMM and the small-o taps kernel opt in to more shared memory; every other
+  // The implicit GEMMs and the small-o taps kernel opt in to more shared memory; every other
   // kernel stays within the default 48 KiB.
-  const bool optin = c.path == ConvPath::implicit_gemm || c.small_o_taps.active;
+  const bool optin = c.path == ConvPath::implicit_gemm || c.path == ConvPath::implicit_wgmma ||
+                     c.small_o_taps.active;
   EXPECT_LE(c.smem_bytes, optin ? kH200.shared_per_block_optin : kMaxKernelSmem);
   if (c.small_o_taps.active) {
     const SmallOTapsTiling& t = c.small_o_taps;

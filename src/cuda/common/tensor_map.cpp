@@ -34,7 +34,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 // shape and strides when the driver refuses them.
 void encode_16bit(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base,
                   const int64_t* dims, const int64_t* byte_strides, const int* box,
-                  CUtensorMapSwizzle swizzle) {
+                  CUtensorMapSwizzle swizzle, const int* traversal = nullptr) {
   cuuint64_t global_dims[5] = {};
   cuuint64_t strides[4] = {};
   cuuint32_t boxes[5] = {};
@@ -42,7 +42,7 @@ void encode_16bit(CUtensorMap* map, CUtensorMapDataType type, int rank, const vo
   for (int d = 0; d < rank; ++d) {
     global_dims[d] = static_cast<cuuint64_t>(dims[d]);
     boxes[d] = static_cast<cuuint32_t>(box[d]);
-    element_strides[d] = 1;
+    element_strides[d] = traversal != nullptr ? static_cast<cuuint32_t>(traversal[d]) : 1;
     if (d > 0) strides[d - 1] = static_cast<cuuint64_t>(byte_strides[d - 1]);
   }
   const CUresult result = encode_function()(
@@ -51,7 +51,10 @@ void encode_16bit(CUtensorMap* map, CUtensorMapDataType type, int rank, const vo
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     std::string shape, stride_list;
-    for (int d = 0; d < rank; ++d) shape += (d ? " x " : "") + std::to_string(dims[d]);
+    for (int d = 0; d < rank; ++d) {
+      shape += (d ? " x " : "") + std::to_string(dims[d]) + " (box " + std::to_string(box[d]) +
+               (traversal != nullptr ? ", step " + std::to_string(traversal[d]) : "") + ")";
+    }
     for (int d = 1; d < rank; ++d) {
       stride_list += (d > 1 ? ", " : "") + std::to_string(byte_strides[d - 1]);
     }
@@ -109,6 +112,15 @@ CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,
   CUtensorMap map{};
   encode_16bit(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, base, dims, byte_strides, box,
                CU_TENSOR_MAP_SWIZZLE_NONE);
+  return map;
+}
+
+CUtensorMap tensor_map_16bit_sw128(const void* base, int rank, const int64_t* dims,
+                                   const int64_t* byte_strides, const int* box,
+                                   const int* element_strides) {
+  CUtensorMap map{};
+  encode_16bit(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, base, dims, byte_strides, box,
+               CU_TENSOR_MAP_SWIZZLE_128B, element_strides);
   return map;
 }
 

@@ -23,6 +23,7 @@
 #include "cuda/conv/direct/launch.h"
 #include "cuda/conv/gemm/launch.h"
 #include "cuda/conv/implicit_gemm/launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_launch.h"
 #include "cuda/conv/select.h"
 #include "cuda/conv/small_o/launch.h"
 #include "cuda/cuda_backend.h"
@@ -98,6 +99,9 @@ bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
       break;
     case ConvPath::implicit_gemm:
       launch_conv_implicit_gemm(problem, config.implicit, s);
+      break;
+    case ConvPath::implicit_wgmma:
+      launch_conv_implicit_wgmma(problem, config.implicit_wgmma, s);
       break;
     case ConvPath::gemm_1x1:
     case ConvPath::unfold_gemm:

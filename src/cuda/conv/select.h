@@ -17,6 +17,7 @@
 #include "cuda/conv/direct/plan.h"
 #include "cuda/conv/gemm/plan.h"
 #include "cuda/conv/implicit_gemm/plan.h"
+#include "cuda/conv/implicit_gemm/wgmma_plan.h"
 #include "cuda/conv/small_o/plan.h"
 
 namespace gemmkit::cuda::conv_impl {
@@ -101,10 +102,22 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   const std::string no_implicit = why_not_implicit_gemm(p, dev);
   const ImplicitGemmPlan implicit =
       no_implicit.empty() ? implicit_gemm_plan(p, dev) : ImplicitGemmPlan{};
+  // The Hopper kernel in place of the mma.sync one where GEMMKIT_CONV_IMPLICIT asks for it and it
+  // applies.
+  const std::string no_wgmma = request.implicit == ImplicitChoice::wgmma
+                                   ? why_not_implicit_wgmma(p, dev)
+                                   : std::string("GEMMKIT_CONV_IMPLICIT is not wgmma");
+  const auto implicit_choice = [&](const std::string& reason) {
+    if (no_wgmma.empty()) {
+      return implicit_wgmma_config(implicit_wgmma_plan(p, dev), algo,
+                                   reason + ", GEMMKIT_CONV_IMPLICIT=wgmma");
+    }
+    return implicit_config(implicit, algo, reason);
+  };
   std::string no_unfold_prefix;
   if (requested == ConvAlgo::implicit) {
-    if (!no_implicit.empty()) cannot(no_implicit);
-    return implicit_config(implicit, algo, "algo 'implicit' requested");
+    if (!no_wgmma.empty() && !no_implicit.empty()) cannot(no_implicit);
+    return implicit_choice("algo 'implicit' requested");
   }
   if (requested == ConvAlgo::gemm) {
     if (!no_1x1.empty() && !no_unfold.empty()) {
@@ -124,7 +137,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     }
     if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
     if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
-      return implicit_config(implicit, algo, "implicit GEMM (no unfold, no workspace)");
+      return implicit_choice("implicit GEMM (no unfold, no workspace)");
     }
     if (!no_implicit.empty()) {
       no_unfold_prefix = "implicit GEMM: " + no_implicit + "; ";

@@ -11,6 +11,7 @@
 #include "cuda/conv/common/names.h"
 #include "cuda/conv/depthwise/layout.h"
 #include "cuda/conv/implicit_gemm/layout.h"
+#include "cuda/conv/implicit_gemm/wgmma_layout.h"
 #include "cuda/conv/small_o/layout.h"
 #include "cuda/conv/small_o/taps_layout.h"
 
@@ -26,10 +27,12 @@ enum class ConvPath : int {
   unfold_gemm = 4,
   cudnn = 5,
   implicit_gemm = 6,
+  implicit_wgmma = 7,  // the Hopper implicit GEMM (TMA + wgmma)
 };
 
-inline constexpr const char* kPathNames[] = {"direct",      "depthwise", "small_o",      "gemm_1x1",
-                                             "unfold_gemm", "cudnn",     "implicit_gemm"};
+inline constexpr const char* kPathNames[] = {"direct",        "depthwise",     "small_o",
+                                             "gemm_1x1",      "unfold_gemm",   "cudnn",
+                                             "implicit_gemm", "implicit_wgmma"};
 inline const char* path_name(ConvPath path) {
   return enum_name(path, kPathNames);
 }
@@ -74,6 +77,7 @@ struct ConvConfig {
   SmallOTiling small_o;           // the tensor-core region kernel (mma) and the CUDA-core kernel
   SmallOTapsTiling small_o_taps;  // the taps kernel, when active
   ImplicitGemmPlan implicit;
+  ImplicitWgmmaPlan implicit_wgmma;
 
   // GEMM paths.
   int64_t workspace_budget = 0;     // bytes this call may use

@@ -42,10 +42,17 @@ enum class DepthwiseChoice : int { automatic = 0, mma = 1, staged = 2, blocked =
 // register form, else mma, else cuda; mma: mma, else cuda; cuda: the CUDA-core kernel only.
 enum class SmallOChoice : int { automatic = 0, tma = 1, taps = 2, mma = 3, cuda = 4 };
 
+// GEMMKIT_CONV_IMPLICIT: which implicit-GEMM kernel the implicit path takes. automatic: the
+// mma.sync kernel (implicit_gemm.cuh); wgmma: the Hopper TMA + wgmma kernel (wgmma.cuh) wherever
+// it applies (sm_90, no input dilation, ...: why_not_implicit_wgmma), else as automatic; mma: the
+// mma.sync kernel only.
+enum class ImplicitChoice : int { automatic = 0, wgmma = 1, mma = 2 };
+
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
                                                  "gemm", "implicit", "reference"};
 inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
 inline constexpr const char* kSmallOChoiceNames[] = {"auto", "tma", "taps", "mma", "cuda"};
+inline constexpr const char* kImplicitChoiceNames[] = {"auto", "wgmma", "mma"};
 
 inline const char* algo_name(ConvAlgo algo) {
   return enum_name(algo, kConvAlgoNames);
@@ -59,6 +66,10 @@ inline const char* small_o_choice_name(SmallOChoice choice) {
   return enum_name(choice, kSmallOChoiceNames);
 }
 
+inline const char* implicit_choice_name(ImplicitChoice choice) {
+  return enum_name(choice, kImplicitChoiceNames);
+}
+
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
 inline std::optional<ConvAlgo> parse_algo(const std::string& name) {
@@ -70,6 +81,9 @@ inline std::optional<DepthwiseChoice> parse_depthwise_choice(const std::string& 
 inline std::optional<SmallOChoice> parse_small_o_choice(const std::string& name) {
   return enum_value<SmallOChoice>(name, kSmallOChoiceNames);
 }
+inline std::optional<ImplicitChoice> parse_implicit_choice(const std::string& name) {
+  return enum_value<ImplicitChoice>(name, kImplicitChoiceNames);
+}
 
 // The caller's request after options and environment were resolved.
 struct ConvRequest {
@@ -80,6 +94,7 @@ struct ConvRequest {
   bool cudnn_in_auto = true;
   SmallOChoice small_o = SmallOChoice::automatic;
   DepthwiseChoice depthwise = DepthwiseChoice::automatic;
+  ImplicitChoice implicit = ImplicitChoice::automatic;
   // Deterministic mode (options.deterministic 1, or -1 with GEMMKIT_DETERMINISTIC=1): every
   // choice a pure function of the problem, the request and the device description. The static
   // selection runs (no race), cuDNN takes its heuristic's engine (not timed), and a path that
@@ -105,6 +120,7 @@ struct ConvRequestSettings {
   std::string env_cudnn;          // GEMMKIT_CONV_CUDNN: "" or "1" lets auto use cuDNN, "0" not
   std::string env_small_o;        // GEMMKIT_CONV_SMALL_O: auto | tma | taps | mma | cuda
   std::string env_depthwise;      // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
+  std::string env_implicit;       // GEMMKIT_CONV_IMPLICIT: auto | wgmma | mma
   // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
   // before this; here they count as on).
   int option_deterministic = -1;
@@ -146,6 +162,14 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
     }
     r.depthwise = *choice;
   }
+  if (!s.env_implicit.empty()) {
+    const std::optional<ImplicitChoice> choice = parse_implicit_choice(s.env_implicit);
+    if (!choice) {
+      detail::fail(kOp, "GEMMKIT_CONV_IMPLICIT",
+                   "'" + s.env_implicit + "': must be one of auto, wgmma, mma");
+    }
+    r.implicit = *choice;
+  }
   if (s.option_workspace >= 0) {
     r.workspace_bytes = s.option_workspace;
   } else if (!s.env_workspace_mb.empty()) {
@@ -180,6 +204,7 @@ inline ConvRequestSettings request_settings(const std::string& option_algo,
   s.env_cudnn = detail::env_setting("GEMMKIT_CONV_CUDNN");
   s.env_small_o = detail::env_setting("GEMMKIT_CONV_SMALL_O");
   s.env_depthwise = detail::env_setting("GEMMKIT_CONV_DEPTHWISE");
+  s.env_implicit = detail::env_setting("GEMMKIT_CONV_IMPLICIT");
   return s;
 }
 

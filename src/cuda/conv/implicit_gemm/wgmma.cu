@@ -1,0 +1,66 @@
+// Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation and
+// weight tensor maps of the plan, picks the instantiation (input dtype, output dtype, positions
+// per tile), raises the kernel's shared memory limit once per device and launches the persistent
+// grid.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/shared_memory.h"
+#include "cuda/common/tensor_map.h"
+#include "cuda/conv/common/dispatch.cuh"
+#include "cuda/conv/implicit_gemm/wgmma.cuh"
+#include "cuda/conv/implicit_gemm/wgmma_launch.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+namespace {
+
+CUtensorMap encode(const void* base, const WgmmaConvMap& m) {
+  return tensor_map_16bit_sw128(base, 5, m.dims, m.byte_strides, m.box, m.element_strides);
+}
+
+template <typename T, typename TOut, int kBN>
+void launch_typed(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
+                  const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
+  constexpr int kStages = implicit_wgmma_stages(kBN);
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = conv_implicit_wgmma_kernel<T, TOut, kBN, kStages>;
+  allow_shared_memory(kernel, implicit_wgmma_smem_bytes(kBN, kStages), smem_set);
+  kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
+           static_cast<size_t>(implicit_wgmma_smem_bytes(kBN, kStages)), stream>>>(
+      x_map, w_map, plan, p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr,
+      static_cast<TOut*>(p.out.data));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
+                                cudaStream_t stream) {
+  if (plan.grid <= 0 || plan.grid > kMaxGridX || (plan.block_n != 128 && plan.block_n != 256) ||
+      plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0) {
+    throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM plan with grid " +
+                std::to_string(plan.grid) + ", block_n " + std::to_string(plan.block_n) +
+                ", stages " + std::to_string(plan.stages) + ", k_blocks " +
+                std::to_string(plan.k_blocks));
+  }
+  const ConvGeometry g = normalize(p);
+  const CUtensorMap x_map = encode(p.x.data, implicit_wgmma_x_map(g, plan));
+  const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g));
+  dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+    using T = typename decltype(in_tag)::type;
+    using TOut = typename decltype(out_tag)::type;
+    if constexpr (std::is_same_v<T, float>) {
+      throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
+    } else if (plan.block_n == 256) {
+      launch_typed<T, TOut, 256>(p, plan, x_map, w_map, stream);
+    } else {
+      launch_typed<T, TOut, 128>(p, plan, x_map, w_map, stream);
+    }
+  });
+}
+
+}  // namespace gemmkit::cuda::conv_impl

@@ -1,0 +1,209 @@
+// Tile constants, the launch plan (ImplicitWgmmaPlan) and the index helpers of the Hopper
+// implicit-GEMM convolution kernel (wgmma.cuh). The plan is filled by implicit_wgmma_plan
+// (wgmma_plan.h) and held in ConvConfig from selection to the launch. The GEMMKIT_CONV_HD helpers
+// are the ones the kernel calls, so the host tests that emulate its TMA boxes and MMAs exercise
+// the device's index arithmetic. Pure and header-only.
+//
+// GEMM view, per group g: M = the group's output channels (weight rows: the MMA's M side, 64 per
+// consumer warpgroup, kWgmmaConvBlockO per tile), N = output positions (a tile is a box of
+// tile_w x tile_h x tile_d positions of one image, kBN in all), K = taps x channel blocks of 64
+// (tap-major: for each window tap, the group's channels in blocks of 64, zero-filled past
+// c / groups). Both operands reach shared memory as TMA boxes of the tensors themselves, 5-D maps
+// innermost first:
+//   x:      (c, w, h, d, n), box (64, tile_w * stride_w, tile_h * stride_h, tile_d * stride_d, 1)
+//           with traversal strides (1, stride_w, stride_h, stride_d, 1), so that the box holds
+//           exactly the inputs one tap reads for the tile's positions, one 128-byte row (64
+//           channels) per position; padding and cropping are out-of-bounds (or in-bounds) box
+//           coordinates, read as zeros by TMA;
+//   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, kWgmmaConvBlockO).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/conv/common/geometry.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+constexpr int kWgmmaConvBlockO = 128;   // output channels per tile: two consumer warpgroups of 64
+constexpr int kWgmmaConvBlockK = 64;    // channels per k block: one 128-byte swizzled row
+constexpr int kWgmmaConvThreads = 384;  // one producer and two consumer warpgroups
+// TMA limits the plan respects: box extents, traversal strides.
+constexpr int kWgmmaConvMaxBox = 256;
+constexpr int kWgmmaConvMaxStride = 8;
+
+// Shared memory of a (kBN, stages) instance: 1024 bytes of alignment slack, the stages (weight box
+// 128 x 64 and activation box kBN x 64, 16-bit), then full and empty mbarriers per stage.
+constexpr int64_t implicit_wgmma_stage_bytes(int block_n) {
+  return int64_t{kWgmmaConvBlockO + block_n} * kWgmmaConvBlockK * 2;
+}
+constexpr int64_t implicit_wgmma_smem_bytes(int block_n, int stages) {
+  return 1024 + stages * implicit_wgmma_stage_bytes(block_n) + 2 * int64_t{stages} * 8;
+}
+// The stages each instance is built with (the shared memory of one CTA per SM).
+constexpr int implicit_wgmma_stages(int block_n) {
+  return block_n == 256 ? 4 : 6;
+}
+
+// Everything the kernel needs besides the two tensor maps. Plain data (kernel argument).
+struct ImplicitWgmmaPlan {
+  // Geometry, normalized to 3 spatial dims (d, h, w: leading dims of size 1).
+  int32_t out[kDims] = {1, 1, 1};
+  int32_t kernel[kDims] = {1, 1, 1};
+  int32_t stride[kDims] = {1, 1, 1};
+  int32_t pad_lo[kDims] = {0, 0, 0};
+  int32_t kdil[kDims] = {1, 1, 1};
+  int64_t out_stride[kDims + 2] = {};  // elements: n, d, h, w, channel
+  int64_t bias_stride = 0;
+  bool flip = false;
+  bool has_bias = false;
+
+  int64_t batch = 1, groups = 1;
+  int32_t cpg = 0, opg = 0;
+  int32_t taps = 1;
+  int32_t c_blocks = 0;  // ceil(cpg / 64)
+  int32_t k_blocks = 0;  // taps * c_blocks
+
+  // Tiles: tile[d] positions along spatial dim d (d, h, w), product block_n; tiles_of[d] of them.
+  int block_n = 256;
+  int stages = 4;
+  int32_t tile[kDims] = {1, 1, 1};
+  int64_t tiles_of[kDims] = {1, 1, 1};
+  int64_t o_tiles = 0;
+  int64_t tiles = 0;  // groups * batch * tiles_of[0..2] * o_tiles
+  int64_t grid = 0;   // persistent CTAs: min(tiles, multiprocessors)
+  int64_t smem_bytes = 0;
+  // Share of the issued MMA work that is useful (position, channel and k tails), and with the
+  // last wave counted; guides for the dispatcher, not launch parameters.
+  double tile_efficiency = 0.0;
+  double efficiency = 0.0;
+};
+
+// ---- Index helpers shared by the kernel and the host tests -------------------------------------
+
+// Tile `tile` < p.tiles: the output-channel tile fastest (the CTAs resident at one time read the
+// same activation boxes), then w, h, d tiles, the image, the group outermost.
+struct WgmmaConvTile {
+  int64_t group = 0, n = 0, o_tile = 0;
+  int32_t p0[kDims] = {0, 0, 0};  // first output position of the box, per spatial dim
+};
+
+GEMMKIT_CONV_HD WgmmaConvTile implicit_wgmma_tile(const ImplicitWgmmaPlan& p, int64_t tile) {
+  WgmmaConvTile t;
+  int64_t rest = div_nonneg(tile, p.o_tiles);
+  t.o_tile = tile - rest * p.o_tiles;
+  for (int d = kDims - 1; d >= 0; --d) {
+    const int64_t q = div_nonneg(rest, p.tiles_of[d]);
+    t.p0[d] = static_cast<int32_t>((rest - q * p.tiles_of[d]) * p.tile[d]);
+    rest = q;
+  }
+  const int64_t g = div_nonneg(rest, p.batch);
+  t.n = rest - g * p.batch;
+  t.group = g;
+  return t;
+}
+
+// The TMA box coordinates (innermost first) of k block kb of tile t: the x box (channel, w, h, d,
+// n) and the weight box (channel, kw, kh, kd, o).
+struct WgmmaConvCoords {
+  int32_t x[5] = {};
+  int32_t w[5] = {};
+};
+
+GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p,
+                                                      const WgmmaConvTile& t, int32_t kb) {
+  WgmmaConvCoords c;
+  const int32_t tap = kb / p.c_blocks;
+  const int32_t channel = (kb - tap * p.c_blocks) * kWgmmaConvBlockK;
+  int32_t tap_index[kDims];
+  int32_t rest = tap;
+  for (int d = kDims - 1; d >= 0; --d) {
+    tap_index[d] = rest % p.kernel[d];
+    rest /= p.kernel[d];
+  }
+  c.x[0] = static_cast<int32_t>(t.group) * p.cpg + channel;
+  c.w[0] = channel;
+  for (int d = 0; d < kDims; ++d) {
+    // Spatial dim d (0 = d, 1 = h, 2 = w) is box dim 3 - d.
+    c.x[3 - d] = t.p0[d] * p.stride[d] - p.pad_lo[d] + tap_index[d] * p.kdil[d];
+    c.w[3 - d] = p.flip ? p.kernel[d] - 1 - tap_index[d] : tap_index[d];
+  }
+  c.x[4] = static_cast<int32_t>(t.n);
+  c.w[4] =
+      static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * kWgmmaConvBlockO;
+  return c;
+}
+
+// Position `column` (0 .. block_n - 1) of a tile's box: its output coordinates, and whether it is
+// an output (boxes overhang the output at its far edges).
+GEMMKIT_CONV_HD bool implicit_wgmma_position(const ImplicitWgmmaPlan& p, const WgmmaConvTile& t,
+                                             int32_t column, int32_t (&position)[kDims]) {
+  const int32_t w = column % p.tile[2];
+  const int32_t hd = column / p.tile[2];
+  position[2] = t.p0[2] + w;
+  position[1] = t.p0[1] + hd % p.tile[1];
+  position[0] = t.p0[0] + hd / p.tile[1];
+  return position[0] < p.out[0] && position[1] < p.out[1] && position[2] < p.out[2];
+}
+
+// The element offset in out of output position `position` of tile t, output channel 0 of its
+// group.
+GEMMKIT_CONV_HD int64_t implicit_wgmma_out_offset(const ImplicitWgmmaPlan& p,
+                                                  const WgmmaConvTile& t,
+                                                  const int32_t (&position)[kDims]) {
+  int64_t offset = t.n * p.out_stride[0] + t.group * p.opg * p.out_stride[kDims + 1];
+  for (int d = 0; d < kDims; ++d) offset += int64_t{position[d]} * p.out_stride[1 + d];
+  return offset;
+}
+
+// ---- Tensor maps (host) ---------------------------------------------------------------------
+
+// What the launcher encodes: a 5-D map of 16-bit elements, innermost first.
+struct WgmmaConvMap {
+  int64_t dims[5] = {};
+  int64_t byte_strides[4] = {};  // of dims 1 .. 4
+  int box[5] = {};
+  int element_strides[5] = {1, 1, 1, 1, 1};
+};
+
+// Byte strides of a 5-D map from element strides `strides` (dim 1 .. 4): a dim of extent 1 gets
+// the span of the dims inside it (rounded up to 16 bytes), since TMA wants every stride a nonzero
+// multiple of 16 whatever the tensor's own stride of an extent-1 dim is.
+inline void wgmma_conv_byte_strides(const int64_t (&dims)[5], const int64_t (&strides)[5],
+                                    int64_t (&byte_strides)[4]) {
+  int64_t span = dims[0] * 2;
+  for (int d = 1; d < 5; ++d) {
+    byte_strides[d - 1] = dims[d] > 1 ? strides[d] * 2 : ceil_div(span, 16) * 16;
+    span = byte_strides[d - 1] * dims[d];
+  }
+}
+
+// The activation map of g (x: (n, d, h, w, c) strides in g.x_stride) for plan p.
+inline WgmmaConvMap implicit_wgmma_x_map(const ConvGeometry& g, const ImplicitWgmmaPlan& p) {
+  WgmmaConvMap m;
+  const int64_t dims[5] = {g.c, g.in[2], g.in[1], g.in[0], g.batch};
+  const int64_t strides[5] = {1, g.x_stride[3], g.x_stride[2], g.x_stride[1], g.x_stride[0]};
+  for (int d = 0; d < 5; ++d) m.dims[d] = dims[d];
+  wgmma_conv_byte_strides(dims, strides, m.byte_strides);
+  m.box[0] = kWgmmaConvBlockK;
+  for (int d = 0; d < kDims; ++d) {
+    m.box[3 - d] = p.tile[d] * p.stride[d];
+    m.element_strides[3 - d] = p.stride[d];
+  }
+  m.box[4] = 1;
+  return m;
+}
+
+// The weight map of g (weight: (o, kd, kh, kw, c / groups) strides in g.w_stride).
+inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g) {
+  WgmmaConvMap m;
+  const int64_t dims[5] = {g.cpg, g.kernel[2], g.kernel[1], g.kernel[0], g.o};
+  const int64_t strides[5] = {1, g.w_stride[3], g.w_stride[2], g.w_stride[1], g.w_stride[0]};
+  for (int d = 0; d < 5; ++d) m.dims[d] = dims[d];
+  wgmma_conv_byte_strides(dims, strides, m.byte_strides);
+  m.box[0] = kWgmmaConvBlockK;
+  m.box[1] = m.box[2] = m.box[3] = 1;
+  m.box[4] = kWgmmaConvBlockO;
+  return m;
+}
+
+}  // namespace gemmkit::cuda::conv_impl

@@ -1,0 +1,209 @@
+// Eligibility and plan of the Hopper implicit-GEMM convolution kernel (wgmma.cuh), and its
+// ConvConfig. Pure and header-only (no CUDA header): the host unit tests include it, also in
+// builds without CUDA. The GEMM view, the TMA boxes and the index helpers are in wgmma_layout.h.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common/problems.h"
+#include "cuda/conv/common/config.h"
+#include "cuda/conv/common/occupancy.h"
+#include "cuda/conv/common/operands.h"
+#include "cuda/conv/implicit_gemm/layout.h"
+#include "cuda/conv/implicit_gemm/wgmma_layout.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+// ---- Eligibility ------------------------------------------------------------------------------
+
+// Whether every stride of t past the channel dim is a multiple of 16 bytes (8 elements) and below
+// 2^40 bytes, as TMA needs (strides of extent-1 dims are not read).
+inline bool tma_strides_ok(const Tensor& t) {
+  for (int d = 0; d + 1 < t.rank; ++d) {
+    if (t.shape[d] == 1) continue;
+    if (t.strides[d] % 8 != 0 || t.strides[d] <= 0 || t.strides[d] >= (int64_t{1} << 39)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "" when the wgmma implicit-GEMM kernel can serve the problem on `dev`, else why not.
+inline std::string why_not_implicit_wgmma(const detail::ConvProblem& p,
+                                          const DeviceDescription& dev) {
+  if (dev.sm_major != 9 || dev.sm_minor != 0) {
+    return "built for sm_90a (TMA and wgmma), the device is sm_" + std::to_string(dev.sm_major) +
+           std::to_string(dev.sm_minor);
+  }
+  if (p.x.dtype != DType::bf16 && p.x.dtype != DType::f16) {
+    return std::string("x is ") + dtype_name(p.x.dtype) + " (the kernel takes bf16 / f16)";
+  }
+  if (p.weight.dtype != p.x.dtype) return "the weight's dtype differs from x's";
+  if (p.out.dtype != p.x.dtype && p.out.dtype != DType::f32) {
+    return "out's dtype is neither x's nor f32";
+  }
+  if (p.in_channels_per_group % 8 != 0) {
+    return "c/groups (" + std::to_string(p.in_channels_per_group) +
+           ") is not a multiple of 8 (TMA rows of 16 bytes)";
+  }
+  if (p.groups > 1 && p.in_channels_per_group % kWgmmaConvBlockK != 0) {
+    return "groups > 1 with c/groups (" + std::to_string(p.in_channels_per_group) +
+           ") not a multiple of 64 (a channel block would read the next group's channels)";
+  }
+  for (int d = 0; d < p.spatial; ++d) {
+    if (p.input_dilation[d] != 1) {
+      return "input dilation (transposed convolution) is not supported by this kernel";
+    }
+    if (p.stride[d] > kWgmmaConvMaxStride) {
+      return "stride " + std::to_string(p.stride[d]) + " in dim " + std::to_string(d) +
+             " exceeds TMA's traversal stride limit (8)";
+    }
+    const int64_t extent[] = {p.in_size[d], p.out_size[d] * p.stride[d],
+                              p.kernel_size[d] * p.kernel_dilation[d],
+                              p.padding_lo[d] < 0 ? -p.padding_lo[d] : p.padding_lo[d]};
+    for (const int64_t e : extent) {
+      if (e >= kImplicitMaxCoord) {
+        return "a spatial extent (" + std::to_string(e) + " in dim " + std::to_string(d) +
+               ") reaches 2^29 (TMA box coordinates are 32-bit)";
+      }
+    }
+  }
+  if (p.batch >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) - kWgmmaConvBlockO) {
+    return "the batch or o reaches 2^31 (TMA box coordinates are 32-bit)";
+  }
+  if (channel_stride(p.x) != 1) return "x's channel stride is not 1";
+  if (channel_stride(p.weight) != 1) return "the weight's channel stride is not 1";
+  if (pointer_alignment(p.x.data) < 16) return "x is not 16-byte aligned";
+  if (pointer_alignment(p.weight.data) < 16) return "the weight is not 16-byte aligned";
+  if (!tma_strides_ok(p.x)) {
+    return "an x stride is not a positive multiple of 8 elements below 2^39 (TMA)";
+  }
+  if (!tma_strides_ok(p.weight)) {
+    return "a weight stride is not a positive multiple of 8 elements below 2^39 (TMA)";
+  }
+  const int64_t k_blocks =
+      p.kernel_positions() * ceil_div(p.in_channels_per_group, kWgmmaConvBlockK);
+  if (k_blocks >= (int64_t{1} << 31)) return "the reduction's k blocks reach 2^31";
+  if (dev.shared_per_block_optin < implicit_wgmma_smem_bytes(256, implicit_wgmma_stages(256))) {
+    return "needs " + std::to_string(implicit_wgmma_smem_bytes(256, implicit_wgmma_stages(256))) +
+           " bytes of shared memory per block, the device allows " +
+           std::to_string(dev.shared_per_block_optin);
+  }
+  return "";
+}
+
+// ---- Plan -------------------------------------------------------------------------------------
+
+// The box of block_n positions with the least overhang over out (d, h, w): tile_w a power of two
+// up to block_n (and box_w = tile_w * stride_w <= 256), the rest along h, then d; ties go to the
+// wider box (longer runs of one input row). Returns the useful share of the box positions.
+inline double choose_wgmma_conv_box(const int64_t (&out)[kDims], const int64_t (&stride)[kDims],
+                                    int block_n, int32_t (&tile)[kDims]) {
+  double best = -1.0;
+  for (int64_t tw = block_n; tw >= 1; tw /= 2) {
+    if (tw * stride[2] > kWgmmaConvMaxBox) continue;
+    for (int64_t th = block_n / tw; th >= 1; th /= 2) {
+      const int64_t td = block_n / (tw * th);
+      if (th * stride[1] > kWgmmaConvMaxBox || td * stride[0] > kWgmmaConvMaxBox) continue;
+      const int64_t sizes[kDims] = {td, th, tw};
+      double useful = 1.0;
+      for (int d = 0; d < kDims; ++d) {
+        useful *= static_cast<double>(out[d]) /
+                  static_cast<double>(ceil_div(out[d], sizes[d]) * sizes[d]);
+      }
+      if (useful > best + 1e-12) {
+        best = useful;
+        tile[0] = static_cast<int32_t>(td);
+        tile[1] = static_cast<int32_t>(th);
+        tile[2] = static_cast<int32_t>(tw);
+      }
+    }
+  }
+  return best;
+}
+
+// The plan of a problem why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or
+// 128).
+inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
+                                                 const DeviceDescription& dev, int block_n) {
+  const ConvGeometry g = normalize(p);
+  ImplicitWgmmaPlan t;
+  for (int d = 0; d < kDims; ++d) {
+    t.out[d] = static_cast<int32_t>(g.out[d]);
+    t.kernel[d] = static_cast<int32_t>(g.kernel[d]);
+    t.stride[d] = static_cast<int32_t>(g.stride[d]);
+    t.pad_lo[d] = static_cast<int32_t>(g.pad_lo[d]);
+    t.kdil[d] = static_cast<int32_t>(g.kdil[d]);
+  }
+  for (int i = 0; i < kDims + 2; ++i) t.out_stride[i] = g.out_stride[i];
+  t.bias_stride = g.bias_stride;
+  t.flip = g.flip;
+  t.has_bias = g.has_bias;
+  t.batch = g.batch;
+  t.groups = g.groups;
+  t.cpg = static_cast<int32_t>(g.cpg);
+  t.opg = static_cast<int32_t>(g.opg);
+  t.taps = static_cast<int32_t>(g.kernel_positions());
+  t.c_blocks = static_cast<int32_t>(ceil_div(g.cpg, kWgmmaConvBlockK));
+  t.k_blocks = t.taps * t.c_blocks;
+
+  t.block_n = block_n;
+  t.stages = implicit_wgmma_stages(block_n);
+  t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages);
+  const double box_useful = choose_wgmma_conv_box(g.out, g.stride, block_n, t.tile);
+  for (int d = 0; d < kDims; ++d) t.tiles_of[d] = ceil_div(g.out[d], t.tile[d]);
+  t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
+  t.tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
+  t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, std::max(1, dev.multiprocessors)));
+
+  double useful = box_useful;
+  useful *= static_cast<double>(g.opg) / static_cast<double>(t.o_tiles * kWgmmaConvBlockO);
+  useful *= static_cast<double>(g.cpg) / static_cast<double>(t.c_blocks * kWgmmaConvBlockK);
+  t.tile_efficiency = useful;
+  const double slots = std::max(1, dev.multiprocessors);
+  const double waves = std::ceil(static_cast<double>(t.tiles) / slots);
+  t.efficiency = useful * static_cast<double>(t.tiles) / (waves * slots);
+  return t;
+}
+
+// Positions per tile: 256 (128 accumulators per consumer thread, the most work per loaded byte)
+// unless 128-position tiles fill the machine's waves enough better to pay for reading each
+// weight block twice as often: the estimated time of a tile is proportional to its positions,
+// plus a fixed ~10% for the smaller tile's lower MMA-to-load ratio.
+inline ImplicitWgmmaPlan implicit_wgmma_plan(const detail::ConvProblem& p,
+                                             const DeviceDescription& dev) {
+  const ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
+  const ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
+  const double slots = std::max(1, dev.multiprocessors);
+  const auto cost = [&](const ImplicitWgmmaPlan& t, double per_position) {
+    return std::ceil(static_cast<double>(t.tiles) / slots) * t.block_n * per_position;
+  };
+  return cost(narrow, 1.1) < cost(wide, 1.0) ? narrow : wide;
+}
+
+inline std::string to_string(const ImplicitWgmmaPlan& t) {
+  return "implicit_wgmma tile=" + std::to_string(kWgmmaConvBlockO) + "x" +
+         std::to_string(t.block_n) + "x" + std::to_string(kWgmmaConvBlockK) +
+         " box=" + std::to_string(t.tile[0]) + "x" + std::to_string(t.tile[1]) + "x" +
+         std::to_string(t.tile[2]) + " stages=" + std::to_string(t.stages) +
+         " tiles=" + std::to_string(t.tiles) + " grid=" + std::to_string(t.grid) +
+         " smem=" + std::to_string(t.smem_bytes) + " k_blocks=" + std::to_string(t.k_blocks) +
+         " efficiency=" + std::to_string(t.efficiency);
+}
+
+// The ConvConfig of the wgmma implicit path.
+inline ConvConfig implicit_wgmma_config(const ImplicitWgmmaPlan& plan, const std::string& algo,
+                                        const std::string& reason) {
+  ConvConfig c = config_of(ConvPath::implicit_wgmma, algo, reason + ": " + to_string(plan));
+  c.block = kWgmmaConvThreads;
+  c.grid.x = static_cast<uint32_t>(plan.grid);
+  c.grid_cap = plan.grid;
+  c.smem_bytes = plan.smem_bytes;
+  c.implicit_wgmma = plan;
+  return c;
+}
+
+}  // namespace gemmkit::cuda::conv_impl

@@ -1,0 +1,412 @@
+// Host tests of the Hopper implicit-GEMM convolution's pure logic (implicit_gemm/wgmma_plan.h,
+// wgmma_layout.h): eligibility and plans for suite-like rows, the reasons for problems it cannot
+// serve, the position box, exact coverage of the tile raster, the tensor maps TMA is given, and a
+// host emulation of the kernel — TMA boxes (traversal strides, zero fill out of bounds) read
+// through the very map descriptions and coordinate functions the launcher and kernel use, the
+// MMAs in double, the epilogue's positions and offsets — against the double reference. Runs
+// without a GPU and without CUDA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/problems.h"
+#include "conv/problem_spec.h"
+#include "conv/select_util.h"
+#include "cuda/conv/implicit_gemm/wgmma_plan.h"
+#include "cuda/conv/select.h"
+#include "gemmkit/gemmkit.h"
+#include "reference_double.h"
+
+namespace gemmkit::cuda::conv_impl {
+namespace {
+
+using gemmkit_test::make_problem;
+using gemmkit_test::Spec;
+
+Spec conv_spec(std::vector<int64_t> x, std::vector<int64_t> w, int64_t pad = 0,
+               int64_t stride = 1) {
+  Spec s;
+  s.x_shape = std::move(x);
+  s.w_shape = std::move(w);
+  s.params.padding_lo = {pad};
+  s.params.padding_hi = {pad};
+  s.params.stride = {stride};
+  return s;
+}
+
+// Every invariant of a plan.
+void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const std::string& what) {
+  SCOPED_TRACE(what + ": " + to_string(t));
+  const ConvGeometry g = normalize(p);
+  EXPECT_TRUE(t.block_n == 128 || t.block_n == 256);
+  EXPECT_EQ(t.stages, implicit_wgmma_stages(t.block_n));
+  EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages));
+  EXPECT_LE(t.smem_bytes, kH200.shared_per_block_optin);
+  EXPECT_EQ(int64_t{t.tile[0]} * t.tile[1] * t.tile[2], t.block_n);
+  for (int d = 0; d < kDims; ++d) {
+    EXPECT_GE(t.tiles_of[d] * t.tile[d], g.out[d]);
+    EXPECT_LT((t.tiles_of[d] - 1) * t.tile[d], g.out[d]);
+    EXPECT_LE(int64_t{t.tile[d]} * t.stride[d], kWgmmaConvMaxBox);
+  }
+  EXPECT_GE(t.o_tiles * kWgmmaConvBlockO, t.opg);
+  EXPECT_LT((t.o_tiles - 1) * kWgmmaConvBlockO, t.opg);
+  EXPECT_EQ(t.tiles,
+            g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles);
+  EXPECT_EQ(t.k_blocks, t.taps * t.c_blocks);
+  EXPECT_GE(int64_t{t.c_blocks} * kWgmmaConvBlockK, t.cpg);
+  EXPECT_GE(t.grid, 1);
+  EXPECT_LE(t.grid, t.tiles);
+  EXPECT_LE(t.grid, kH200.multiprocessors);
+  EXPECT_GT(t.efficiency, 0.0);
+  EXPECT_LE(t.efficiency, 1.0);
+  EXPECT_LE(t.efficiency, t.tile_efficiency);
+}
+
+TEST(ConvImplicitWgmma, SuiteRowsAreEligibleWithFullBoxes) {
+  struct Row {
+    const char* name;
+    Spec spec;
+    double min_efficiency;
+  };
+  Spec strided = conv_spec({8, 56, 56, 128}, {128, 3, 3, 128}, 1, 2);
+  Spec dilated = conv_spec({4, 128, 128, 256}, {256, 3, 3, 256}, 2);
+  dilated.params.kernel_dilation = {2};
+  Spec grouped = conv_spec({8, 56, 56, 256}, {256, 3, 3, 128}, 1);
+  grouped.params.groups = 2;
+  const Row rows[] = {
+      {"vae mid 3x3 512 at 128^2", conv_spec({1, 128, 128, 512}, {512, 3, 3, 512}, 1), 0.95},
+      {"vae 3x3 256 at 512^2", conv_spec({1, 512, 512, 256}, {256, 3, 3, 256}, 1), 0.95},
+      {"vae 3x3 128 at 1024^2", conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1), 0.95},
+      {"resnet 3x3 64 at 56^2", conv_spec({8, 56, 56, 64}, {64, 3, 3, 64}, 1), 0.3},
+      {"resnet 3x3 s2 128", strided, 0.5},
+      {"dilated 3x3 d2", dilated, 0.9},
+      {"grouped c/g 128", grouped, 0.5},
+      {"whisper conv1 1-D", conv_spec({1, 3000, 128}, {1280, 3, 128}, 1), 0.9},
+      {"3-D 3x3x3 256", conv_spec({1, 9, 64, 64, 256}, {256, 3, 3, 3, 256}, 1), 0.9},
+  };
+  for (const Row& r : rows) {
+    const ConvProblem p = make_problem(r.spec);
+    ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "") << r.name;
+    const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200);
+    expect_plan_valid(p, t, r.name);
+    EXPECT_GE(t.tile_efficiency, r.min_efficiency) << r.name << ": " << to_string(t);
+  }
+  // The VAE's wide rows take a 256-wide box along w, the 128-wide ones two rows of 128.
+  const ImplicitWgmmaPlan wide = implicit_wgmma_plan(
+      make_problem(conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1)), kH200);
+  EXPECT_EQ(wide.tile[2], 256);
+  EXPECT_EQ(wide.tile[1], 1);
+  const ImplicitWgmmaPlan mid =
+      implicit_wgmma_plan(make_problem(conv_spec({1, 128, 128, 512}, {512, 3, 3, 512}, 1)), kH200);
+  EXPECT_EQ(mid.tile[2] * mid.tile[1], mid.block_n);
+  EXPECT_LE(mid.tile[2], 128);
+}
+
+TEST(ConvImplicitWgmma, IneligibleProblemsNameTheReason) {
+  const auto why = [](const Spec& s, const DeviceDescription& dev = kH200) {
+    return why_not_implicit_wgmma(make_problem(s), dev);
+  };
+  const auto has = [](const std::string& reason, const std::string& word) {
+    return reason.find(word) != std::string::npos;
+  };
+  DeviceDescription ampere;
+  ampere.sm_major = 8;
+  EXPECT_TRUE(has(why(conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1), ampere), "sm_90a"));
+  Spec f32 = conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1);
+  f32.dtype = f32.out_dtype = DType::f32;
+  EXPECT_TRUE(has(why(f32), "bf16 / f16"));
+  EXPECT_TRUE(has(why(conv_spec({1, 8, 8, 3}, {64, 3, 3, 3}, 1)), "multiple of 8"));
+  Spec grouped = conv_spec({1, 8, 8, 64}, {64, 3, 3, 32}, 1);
+  grouped.params.groups = 2;
+  EXPECT_TRUE(has(why(grouped), "multiple of 64"));
+  Spec transposed = conv_spec({1, 8, 8, 64}, {64, 4, 4, 64});
+  transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+  EXPECT_TRUE(has(why(transposed), "input dilation"));
+  EXPECT_TRUE(has(why(conv_spec({1, 64, 64, 64}, {64, 3, 3, 64}, 1, 9)), "traversal stride"));
+  Spec odd = conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1);
+  ConvProblem p = make_problem(odd);
+  p.x.strides[1] = 8 * 64 + 4;  // rows 8 bytes off the 16-byte grid
+  EXPECT_TRUE(has(why_not_implicit_wgmma(p, kH200), "x stride"));
+  p = make_problem(odd);
+  p.x.data = fake(0x10000008);
+  EXPECT_TRUE(has(why_not_implicit_wgmma(p, kH200), "16-byte aligned"));
+}
+
+TEST(ConvImplicitWgmma, BoxFitsStridesAndPrefersWideRows) {
+  int32_t tile[kDims];
+  const int64_t stride1[kDims] = {1, 1, 1}, stride2[kDims] = {1, 2, 2};
+  const int64_t big[kDims] = {1, 1024, 1024}, row128[kDims] = {1, 128, 128},
+                odd[kDims] = {1, 56, 56};
+  EXPECT_DOUBLE_EQ(choose_wgmma_conv_box(big, stride1, 256, tile), 1.0);
+  EXPECT_EQ(tile[2], 256);
+  EXPECT_DOUBLE_EQ(choose_wgmma_conv_box(row128, stride1, 256, tile), 1.0);
+  EXPECT_EQ(tile[2], 128);
+  EXPECT_EQ(tile[1], 2);
+  EXPECT_DOUBLE_EQ(choose_wgmma_conv_box(big, stride2, 256, tile), 1.0);
+  EXPECT_EQ(tile[2], 128);  // box_w = 256 at stride 2
+  const double useful = choose_wgmma_conv_box(odd, stride1, 256, tile);
+  EXPECT_GT(useful, 0.6);
+  EXPECT_EQ(int64_t{tile[0]} * tile[1] * tile[2], 256);
+}
+
+TEST(ConvImplicitWgmma, TileRasterCoversEachTileOnce) {
+  Spec s = conv_spec({2, 5, 37, 19, 64}, {200, 3, 3, 3, 64}, 1);
+  const ConvProblem p = make_problem(s);
+  ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
+  for (const int block_n : {128, 256}) {
+    const ImplicitWgmmaPlan t = implicit_wgmma_plan_for(p, kH200, block_n);
+    std::map<std::vector<int64_t>, int> seen;
+    for (int64_t tile = 0; tile < t.tiles; ++tile) {
+      const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
+      EXPECT_EQ(at.o_tile, tile % t.o_tiles);  // output-channel tiles fastest
+      ASSERT_LT(at.n, t.batch);
+      ASSERT_LT(at.group, t.groups);
+      for (int d = 0; d < kDims; ++d) {
+        ASSERT_EQ(at.p0[d] % t.tile[d], 0);
+        ASSERT_LT(at.p0[d], t.out[d]);
+      }
+      ++seen[{at.group, at.n, at.o_tile, at.p0[0], at.p0[1], at.p0[2]}];
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), t.tiles);
+  }
+}
+
+TEST(ConvImplicitWgmma, TensorMapsMeetTmaRules) {
+  Spec s = conv_spec({3, 33, 47, 72}, {130, 3, 2, 72}, 1, 2);
+  const ConvProblem p = make_problem(s);
+  ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
+  const ConvGeometry g = normalize(p);
+  const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200);
+  for (const WgmmaConvMap& m : {implicit_wgmma_x_map(g, t), implicit_wgmma_w_map(g)}) {
+    EXPECT_EQ(m.box[0] * 2, 128);  // one swizzled row
+    int64_t rows = 1;
+    for (int d = 0; d < 5; ++d) {
+      EXPECT_GE(m.dims[d], 1);
+      EXPECT_LE(m.dims[d], int64_t{1} << 32);
+      EXPECT_GE(m.box[d], 1);
+      EXPECT_LE(m.box[d], kWgmmaConvMaxBox);
+      EXPECT_GE(m.element_strides[d], 1);
+      EXPECT_LE(m.element_strides[d], kWgmmaConvMaxStride);
+      if (d > 0) rows *= (m.box[d] + m.element_strides[d] - 1) / m.element_strides[d];
+    }
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(m.byte_strides[d] % 16, 0);
+      EXPECT_GT(m.byte_strides[d], 0);
+    }
+    EXPECT_TRUE(rows == t.block_n || rows == kWgmmaConvBlockO) << rows;
+  }
+  const WgmmaConvMap x = implicit_wgmma_x_map(g, t);
+  EXPECT_EQ(x.element_strides[1], 2);
+  EXPECT_EQ(x.element_strides[2], 2);
+  EXPECT_EQ(x.byte_strides[0], 72 * 2);            // w
+  EXPECT_EQ(x.byte_strides[1], 47 * 72 * 2);       // h
+  EXPECT_EQ(x.byte_strides[3], 33 * 47 * 72 * 2);  // n (d has extent 1)
+}
+
+// ---- Host emulation of the kernel ----------------------------------------------------------
+
+struct EmuCase {
+  std::string name;
+  Spec spec;
+  gemmkit_test::Layout x_layout, w_layout, out_layout;
+  int block_n = 0;  // 0: as the plan chooses
+};
+
+// A TMA box load on the host: box `m` of the 16-bit tensor at `base` from coordinates `c`
+// (innermost first), rows of m.box[0] elements in box order (dim 1 fastest), zeros out of bounds.
+std::vector<double> load_box(const WgmmaConvMap& m, const unsigned char* base, DType dtype,
+                             const int32_t (&c)[5]) {
+  int counts[5];
+  for (int d = 0; d < 5; ++d)
+    counts[d] = (m.box[d] + m.element_strides[d] - 1) / m.element_strides[d];
+  std::vector<double> box;
+  for (int i4 = 0; i4 < counts[4]; ++i4)
+    for (int i3 = 0; i3 < counts[3]; ++i3)
+      for (int i2 = 0; i2 < counts[2]; ++i2)
+        for (int i1 = 0; i1 < counts[1]; ++i1)
+          for (int i0 = 0; i0 < counts[0]; ++i0) {
+            const int index[5] = {i0, i1, i2, i3, i4};
+            bool inside = true;
+            int64_t offset = 0;
+            for (int d = 0; d < 5; ++d) {
+              const int64_t coord = int64_t{c[d]} + int64_t{index[d]} * m.element_strides[d];
+              inside = inside && coord >= 0 && coord < m.dims[d];
+              offset += coord * (d == 0 ? 2 : m.byte_strides[d - 1]);
+            }
+            box.push_back(inside ? gemmkit_test::decode_bits(dtype, base + offset) : 0.0);
+          }
+  return box;
+}
+
+void emulate(const EmuCase& ec) {
+  SCOPED_TRACE(ec.name);
+  const Spec& s = ec.spec;
+  gemmkit_test::HostTensor x = gemmkit_test::random_tensor(s.dtype, s.x_shape, 21, ec.x_layout);
+  gemmkit_test::HostTensor w = gemmkit_test::random_tensor(s.dtype, s.w_shape, 22, ec.w_layout);
+  gemmkit_test::HostTensor b = gemmkit_test::random_tensor(s.dtype, {s.w_shape[0]}, 23);
+  const std::vector<int64_t> out_shape = conv_output_shape(s.x_shape, s.w_shape, s.params);
+  gemmkit_test::HostTensor out = gemmkit_test::make_tensor(DType::f32, out_shape, ec.out_layout);
+  const gemmkit_test::Reference ref =
+      gemmkit_test::reference_conv(x, w, s.bias ? &b : nullptr, s.params);
+
+  ConvProblem p = make_problem(s);
+  p.x = x.view();
+  p.weight = w.view();
+  p.out = out.view();
+  if (s.bias) p.bias = b.view();
+  ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
+  const ImplicitWgmmaPlan t =
+      ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n) : implicit_wgmma_plan(p, kH200);
+  expect_plan_valid(p, t, ec.name);
+  const ConvGeometry g = normalize(p);
+  const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t), w_map = implicit_wgmma_w_map(g);
+  const auto* x_base = static_cast<const unsigned char*>(p.x.data);
+  const auto* w_base = static_cast<const unsigned char*>(p.weight.data);
+
+  std::map<int64_t, double> written;  // out storage index -> value
+  for (int64_t tile = 0; tile < t.tiles; ++tile) {
+    const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
+    std::vector<double> acc(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
+    for (int32_t kb = 0; kb < t.k_blocks; ++kb) {
+      const WgmmaConvCoords c = implicit_wgmma_coords(t, at, kb);
+      const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
+      const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
+      ASSERT_EQ(wb.size(), static_cast<std::size_t>(kWgmmaConvBlockO * kWgmmaConvBlockK));
+      ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * kWgmmaConvBlockK));
+      for (int o = 0; o < kWgmmaConvBlockO; ++o) {
+        for (int col = 0; col < t.block_n; ++col) {
+          double sum = 0;
+          for (int e = 0; e < kWgmmaConvBlockK; ++e) {
+            sum += wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)] *
+                   xb[static_cast<std::size_t>(col * kWgmmaConvBlockK + e)];
+          }
+          acc[static_cast<std::size_t>(o * t.block_n + col)] += sum;
+        }
+      }
+    }
+    for (int col = 0; col < t.block_n; ++col) {
+      int32_t position[kDims];
+      if (!implicit_wgmma_position(t, at, col, position)) continue;
+      const int64_t base = implicit_wgmma_out_offset(t, at, position);
+      for (int o = 0; o < kWgmmaConvBlockO; ++o) {
+        const int64_t row = at.o_tile * kWgmmaConvBlockO + o;
+        if (row >= t.opg) continue;
+        double v = acc[static_cast<std::size_t>(o * t.block_n + col)];
+        if (t.has_bias) v += b.at({at.group * t.opg + row});
+        const int64_t index = out.offset + base + row * t.out_stride[kDims + 1];
+        ASSERT_EQ(written.count(index), 0u) << "output written twice";
+        written[index] = v;
+      }
+    }
+  }
+  ASSERT_EQ(static_cast<int64_t>(written.size()), out.numel());
+  int bad = 0;
+  for (int64_t e = 0; e < out.numel(); ++e) {
+    const int64_t index = out.storage_index(out.unravel(e));
+    const auto it = written.find(index);
+    ASSERT_NE(it, written.end()) << "output " << e << " not written";
+    const double want = ref.value[static_cast<std::size_t>(e)];
+    const double tol = 1e-12 * (ref.scale[static_cast<std::size_t>(e)] + 1.0);
+    if (!(std::fabs(it->second - want) <= tol) && ++bad <= 3) {
+      ADD_FAILURE() << "output " << e << ": emulated " << it->second << ", reference " << want;
+    }
+  }
+}
+
+std::vector<EmuCase> emulation_cases() {
+  std::vector<EmuCase> v;
+  const auto add = [&v](const std::string& name, std::vector<int64_t> xs, std::vector<int64_t> ws,
+                        const std::function<void(EmuCase&)>& tweak = nullptr) {
+    EmuCase c;
+    c.name = name;
+    c.spec.x_shape = std::move(xs);
+    c.spec.w_shape = std::move(ws);
+    if (tweak) tweak(c);
+    v.push_back(c);
+  };
+  add("2d 3x3 pad 1 bias, position and channel tails", {2, 9, 11, 16}, {136, 3, 3, 16},
+      [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.bias = true;
+      });
+  add("1d stride 3 asymmetric pad, c 72 (two channel blocks)", {2, 41, 72}, {12, 5, 72},
+      [](EmuCase& c) {
+        c.spec.params.stride = {3};
+        c.spec.params.padding_lo = {3};
+        c.spec.params.padding_hi = {1};
+        c.block_n = 128;
+      });
+  add("2d negative padding, kernel dilation 2, stride 2x1", {1, 13, 12, 24}, {10, 3, 2, 24},
+      [](EmuCase& c) {
+        c.spec.params.padding_lo = {-1, 2};
+        c.spec.params.padding_hi = {2, -1};
+        c.spec.params.kernel_dilation = {2};
+        c.spec.params.stride = {2, 1};
+      });
+  add("3d stride 1x2x1, groups 2, c/g 64", {1, 4, 7, 5, 128}, {8, 3, 2, 3, 64}, [](EmuCase& c) {
+    c.spec.params.groups = 2;
+    c.spec.params.stride = {1, 2, 1};
+    c.spec.params.padding_lo = {1};
+    c.spec.params.padding_hi = {1};
+  });
+  add("flip, odd sizes", {1, 7, 9, 8}, {9, 3, 3, 8}, [](EmuCase& c) {
+    c.spec.params.flip = true;
+    c.spec.params.padding_lo = {2, 0};
+    c.spec.params.padding_hi = {0, 1};
+  });
+  add("strided x, w and out views", {2, 6, 7, 16}, {20, 3, 3, 16}, [](EmuCase& c) {
+    c.spec.params.padding_lo = {1};
+    c.spec.params.padding_hi = {1};
+    c.x_layout.pad = {0, 1, 3, 8};
+    c.x_layout.offset = 8;
+    c.w_layout.pad = {0, 0, 0, 8};
+    c.out_layout.pad = {0, 1, 2, 3};
+    c.out_layout.offset = 5;
+    c.spec.bias = true;
+  });
+  add("out channels not innermost", {1, 5, 6, 8}, {16, 3, 3, 8}, [](EmuCase& c) {
+    c.out_layout.order = {0, 3, 1, 2};
+  });
+  return v;
+}
+
+TEST(ConvImplicitWgmma, EmulatedKernelMatchesTheDefinition) {
+  for (const EmuCase& c : emulation_cases()) emulate(c);
+}
+
+TEST(ConvImplicitWgmma, SelectedWhenAskedAndEligible) {
+  const Spec s = conv_spec({1, 64, 64, 128}, {128, 3, 3, 128}, 1);
+  ConvRequest r = request_of("implicit", kDefaultWorkspaceBytes);
+  EXPECT_EQ(select_conv_config(make_problem(s), kH200, r).path, ConvPath::implicit_gemm);
+  r.implicit = ImplicitChoice::wgmma;
+  const ConvConfig c = select_conv_config(make_problem(s), kH200, r);
+  EXPECT_EQ(c.path, ConvPath::implicit_wgmma) << to_string(c);
+  EXPECT_NE(c.reason.find("implicit_wgmma"), std::string::npos) << c.reason;
+  expect_within_limits(c);
+  // Where it does not apply (a transposed convolution), the mma.sync kernel serves.
+  Spec transposed = conv_spec({1, 8, 8, 64}, {64, 4, 4, 64});
+  transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+  EXPECT_EQ(select_conv_config(make_problem(transposed), kH200, r).path, ConvPath::implicit_gemm);
+  // GEMMKIT_CONV_IMPLICIT is parsed once, into the request; unknown values name the rule.
+  ConvRequestSettings settings;
+  settings.env_implicit = "wgmma";
+  EXPECT_EQ(resolve_request(settings).implicit, ImplicitChoice::wgmma);
+  settings.env_implicit = "fast";
+  try {
+    resolve_request(settings);
+    ADD_FAILURE() << "no error for GEMMKIT_CONV_IMPLICIT=fast";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GEMMKIT_CONV_IMPLICIT"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("auto, wgmma, mma"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gemmkit::cuda::conv_impl

@@ -1,0 +1,268 @@
+// GPU tests of the Hopper implicit-GEMM convolution kernel (implicit_gemm/wgmma.cuh), launched
+// directly through launch_conv_implicit_wgmma: a parameter matrix (1-3 spatial dims, strides up
+// to 4, asymmetric and negative padding, kernel dilation, flip, groups with c/groups 64 and 128,
+// bias, position, channel and reduction tails, strided x / out views) on every dtype pair,
+// against the double reference and the CPU backend, outputs poisoned before each run; the same
+// bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, and for each image
+// alone against the batch (batch invariance); a VAE-sized layer.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conv/problem_spec.h"
+#include "gpu/conv/test_util.h"
+#include "gpu/gpu_test_util.h"
+#include "reference_double.h"
+
+#ifdef GEMMKIT_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "api/validate.h"
+#include "common/problems.h"
+#include "cuda/conv/common/launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_plan.h"
+
+namespace gemmkit {
+namespace {
+
+using cuda::conv_impl::ImplicitWgmmaPlan;
+using gemmkit_test::any_order;
+using gemmkit_test::conv_problem;
+using gemmkit_test::DeviceTensor;
+using gemmkit_test::DtypePair;
+using gemmkit_test::expect_close_to_cpu;
+using gemmkit_test::HostTensor;
+using gemmkit_test::PreparedConv;
+using gemmkit_test::to_device;
+
+using Case = gemmkit_test::ConvSpec;
+
+bool on_hopper() {
+  const cuda::conv_impl::DeviceDescription dev = cuda::conv_impl::describe_device(0);
+  return dev.sm_major == 9 && dev.sm_minor == 0;
+}
+
+#define GEMMKIT_REQUIRE_HOPPER() \
+  GEMMKIT_REQUIRE_GPU();         \
+  if (!on_hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a"
+
+ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0) {
+  const cuda::conv_impl::DeviceDescription dev = cuda::conv_impl::describe_device(0);
+  EXPECT_EQ(cuda::conv_impl::why_not_implicit_wgmma(p, dev), "");
+  return block_n ? cuda::conv_impl::implicit_wgmma_plan_for(p, dev, block_n)
+                 : cuda::conv_impl::implicit_wgmma_plan(p, dev);
+}
+
+void launch_and_wait(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan) {
+  cuda::conv_impl::launch_conv_implicit_wgmma(p, plan, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+Case make_case(std::string name, std::vector<int64_t> x, std::vector<int64_t> w) {
+  Case c;
+  c.name = std::move(name);
+  c.x_shape = std::move(x);
+  c.w_shape = std::move(w);
+  return c;
+}
+
+std::vector<Case> matrix() {
+  std::vector<Case> v;
+  {
+    Case c = make_case("1d stride 2 pad 1/2 bias", {2, 333, 64}, {24, 3, 64});
+    c.params.stride = {2};
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {2};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("2d 3x3 pad 1 c64 o136 bias (position and channel tails)", {2, 19, 21, 64},
+                       {136, 3, 3, 64});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("2d asymmetric pad, kernel dilation 2, stride 2x1, c 40", {1, 23, 19, 40},
+                       {40, 3, 2, 40});
+    c.params.padding_lo = {2, 0};
+    c.params.padding_hi = {0, 3};
+    c.params.kernel_dilation = {2};
+    c.params.stride = {2, 1};
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("2d negative padding (crop) c 16", {2, 12, 12, 16}, {24, 2, 3, 16});
+    c.params.padding_lo = {-1, 2};
+    c.params.padding_hi = {-2, -1};
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("groups 2 (c/g 64) stride 2", {2, 15, 13, 128}, {64, 3, 3, 64});
+    c.params.groups = 2;
+    c.params.stride = {2};
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    v.push_back(c);
+  }
+  {
+    Case c =
+        make_case("groups 2 (c/g 128), odd o/groups (7) bias", {1, 10, 10, 256}, {14, 3, 3, 128});
+    c.params.groups = 2;
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("3d stride 1x2x1 pad 1 c 24", {1, 5, 9, 7, 24}, {24, 3, 2, 3, 24});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.params.stride = {1, 2, 1};
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("c 8 o 200 stride 4", {1, 31, 37, 8}, {200, 3, 3, 8});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.params.stride = {4};
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("c 136 flip, odd spatial, batch 3", {3, 13, 11, 136}, {130, 3, 3, 136});
+    c.params.flip = true;
+    c.params.padding_lo = {2, 0};
+    c.params.padding_hi = {0, 1};
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("x and out strided views", {2, 14, 9, 32}, {48, 3, 3, 32});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.x_layout.pad = {0, 1, 3, 8};
+    c.x_layout.offset = 8;
+    c.out_layout.pad = {0, 1, 2, 5};
+    c.out_layout.offset = 3;
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("out channels not innermost", {1, 9, 10, 16}, {40, 3, 3, 16});
+    c.out_layout.order = {0, 3, 1, 2};
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("1x1 over many tiles", {1, 47, 53, 96}, {256, 1, 1, 96});
+    v.push_back(c);
+  }
+  {
+    Case c = make_case("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
+    c.params.padding_lo = {2};
+    c.params.padding_hi = {2};
+    c.params.kernel_dilation = {2};
+    c.bias = true;
+    v.push_back(c);
+  }
+  return v;
+}
+
+// One case on one dtype pair: the double reference, the CPU backend, poisoned outputs, and the
+// same bits run to run, from a grid of 3 CTAs and from the other tile width.
+void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
+  const std::string what = c.name + " [" + dtype_name(d.x) + " -> " + dtype_name(d.out) + "]";
+  SCOPED_TRACE(what);
+  PreparedConv prepared(c, d, seed);
+  const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
+                                             prepared.device_bias, prepared.dout.view, c.params);
+  const ImplicitWgmmaPlan plan = plan_or_fail(p);
+  if (::testing::Test::HasFailure()) return;
+  const auto run = [&](const ImplicitWgmmaPlan& with) {
+    return prepared.run([&] { launch_and_wait(p, with); });
+  };
+  const HostTensor first = run(plan);
+  if (gemmkit_test::check_output(first, any_order(prepared.ref), what) != 0) return;
+  expect_close_to_cpu(first, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
+  EXPECT_TRUE(gemmkit_test::same_bits(first, run(plan))) << what << ": run-to-run difference";
+  ImplicitWgmmaPlan small = plan;
+  small.grid = 3;
+  EXPECT_TRUE(gemmkit_test::same_bits(first, run(small))) << what << ": grid of 3 differs";
+  const ImplicitWgmmaPlan other = plan_or_fail(p, plan.block_n == 256 ? 128 : 256);
+  EXPECT_TRUE(gemmkit_test::same_bits(first, run(other)))
+      << what << ": " << other.block_n << "-position tiles differ";
+}
+
+TEST(GpuConvImplicitWgmma, ParameterMatrix) {
+  GEMMKIT_REQUIRE_HOPPER();
+  const DtypePair pairs[] = {{DType::bf16, DType::bf16},
+                             {DType::f16, DType::f16},
+                             {DType::bf16, DType::f32},
+                             {DType::f16, DType::f32}};
+  uint64_t seed = 9000;
+  for (const DtypePair& d : pairs) {
+    for (const Case& c : matrix()) run_case(c, d, seed += 10);
+  }
+}
+
+// Each image of a batch of 3 alone gives the bytes it has inside the batch.
+TEST(GpuConvImplicitWgmma, BatchInvariant) {
+  GEMMKIT_REQUIRE_HOPPER();
+  const int64_t n = 3, h = 37, wd = 45, c = 128, o = 192;
+  ConvParams params;
+  params.padding_lo = {1};
+  params.padding_hi = {1};
+  const HostTensor x = gemmkit_test::random_tensor(DType::bf16, {n, h, wd, c}, 81);
+  const HostTensor w = gemmkit_test::random_tensor(DType::bf16, {o, 3, 3, c}, 82);
+  const HostTensor b = gemmkit_test::random_tensor(DType::bf16, {o}, 83);
+  const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
+  const std::vector<int64_t> out_shape{n, h, wd, o};
+  DeviceTensor dout = to_device(gemmkit_test::make_tensor(DType::bf16, out_shape));
+  dout.buffer.fill_bytes(0xFF);
+  const detail::ConvProblem batch = conv_problem(dx.view, dw.view, db.view, dout.view, params);
+  launch_and_wait(batch, plan_or_fail(batch));
+  const std::vector<uint8_t> all = testing::download(dout.buffer);
+  const int64_t image_bytes = h * wd * o * 2;
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor xi = dx.view, oi = dout.view;
+    xi.shape[0] = oi.shape[0] = 1;
+    xi.data = static_cast<uint8_t*>(dx.view.data) + i * h * wd * c * 2;
+    DeviceTensor single = to_device(gemmkit_test::make_tensor(DType::bf16, {1, h, wd, o}));
+    single.buffer.fill_bytes(0xFF);
+    oi.data = single.view.data;
+    const detail::ConvProblem p = conv_problem(xi, dw.view, db.view, oi, params);
+    launch_and_wait(p, plan_or_fail(p));
+    const std::vector<uint8_t> alone = testing::download(single.buffer);
+    const std::vector<uint8_t> inside(all.begin() + i * image_bytes,
+                                      all.begin() + (i + 1) * image_bytes);
+    EXPECT_TRUE(alone == inside) << "image " << i << " alone differs from the batch";
+  }
+}
+
+// A VAE layer (128 x 128 x 512 -> 512, 3x3, bias), the layer of the suites with the most
+// k blocks per tile: against the double reference and the CPU backend.
+TEST(GpuConvImplicitWgmma, VaeLayer) {
+  GEMMKIT_REQUIRE_HOPPER();
+  Case c = make_case("vae mid 3x3 512", {1, 128, 128, 512}, {512, 3, 3, 512});
+  c.params.padding_lo = {1};
+  c.params.padding_hi = {1};
+  c.bias = true;
+  PreparedConv prepared(c, {DType::bf16, DType::bf16}, 91);
+  const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
+                                             prepared.device_bias, prepared.dout.view, c.params);
+  const HostTensor got = prepared.run([&] { launch_and_wait(p, plan_or_fail(p)); });
+  EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), "vae wgmma"), 0);
+  expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, "vae wgmma vs the CPU backend");
+}
+
+}  // namespace
+}  // namespace gemmkit
+
+#else
+
+TEST(GpuConvImplicitWgmma, SkippedWithoutCuda) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#endif
