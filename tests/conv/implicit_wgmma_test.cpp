@@ -49,6 +49,7 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages));
   EXPECT_LE(t.smem_bytes, kH200.shared_per_block_optin);
   EXPECT_EQ(int64_t{t.tile[0]} * t.tile[1] * t.tile[2], t.block_n);
+  for (int d = 0; d < kDims; ++d) EXPECT_EQ(int32_t{1} << t.tile_shift[d], t.tile[d]);
   for (int d = 0; d < kDims; ++d) {
     EXPECT_GE(t.tiles_of[d] * t.tile[d], g.out[d]);
     EXPECT_LT((t.tiles_of[d] - 1) * t.tile[d], g.out[d]);
@@ -293,7 +294,8 @@ void emulate(const EmuCase& ec) {
     for (int col = 0; col < t.block_n; ++col) {
       int32_t position[kDims];
       if (!implicit_wgmma_position(t, at, col, position)) continue;
-      const int64_t base = implicit_wgmma_out_offset(t, at, position);
+      const int64_t base =
+          implicit_wgmma_tile_out_base(t, at) + implicit_wgmma_position_offset(t, position);
       for (int o = 0; o < kWgmmaConvBlockO; ++o) {
         const int64_t row = at.o_tile * kWgmmaConvBlockO + o;
         if (row >= t.opg) continue;

@@ -133,14 +133,15 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const int32_t row0 = static_cast<int32_t>(tile_at.o_tile) * kWgmmaConvBlockO + consumer * 64 +
                          warp * 16 + lane / 4;  // output channel within the group
     const int64_t channel_stride = plan.out_stride[kDims + 1];
+    const bool row_ok[2] = {row0 < plan.opg, row0 + 8 < plan.opg};
     float bias_value[2] = {0.f, 0.f};
     if (plan.has_bias) {
-      const int64_t first = tile_at.group * plan.opg;
-      if (row0 < plan.opg) bias_value[0] = to_float(bias[(first + row0) * plan.bias_stride]);
-      if (row0 + 8 < plan.opg) {
-        bias_value[1] = to_float(bias[(first + row0 + 8) * plan.bias_stride]);
-      }
+      const int64_t first = tile_at.group * plan.opg + row0;
+      if (row_ok[0]) bias_value[0] = to_float(bias[first * plan.bias_stride]);
+      if (row_ok[1]) bias_value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
     }
+    TOut* const tile_out =
+        out + implicit_wgmma_tile_out_base(plan, tile_at) + int64_t{row0} * channel_stride;
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
@@ -148,15 +149,13 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
         int32_t position[kDims];
         const int32_t column = 8 * j + 2 * (lane % 4) + half;
         if (!implicit_wgmma_position(plan, tile_at, column, position)) continue;
-        const int64_t base = implicit_wgmma_out_offset(plan, tile_at, position);
+        TOut* const at = tile_out + implicit_wgmma_position_offset(plan, position);
 #pragma unroll
         for (int r2 = 0; r2 < 2; ++r2) {
-          const int32_t row = row0 + 8 * r2;
-          if (row < plan.opg) {
-            float value = acc[4 * j + 2 * r2 + half];
-            if (plan.has_bias) value += bias_value[r2];
-            out[base + int64_t{row} * channel_stride] = from_float<TOut>(value);
-          }
+          if (!row_ok[r2]) continue;
+          float value = acc[4 * j + 2 * r2 + half];
+          if (plan.has_bias) value += bias_value[r2];
+          at[8 * r2 * channel_stride] = from_float<TOut>(value);
         }
       }
     }

@@ -67,6 +67,7 @@ struct ImplicitWgmmaPlan {
   int block_n = 256;
   int stages = 4;
   int32_t tile[kDims] = {1, 1, 1};
+  int32_t tile_shift[kDims] = {0, 0, 0};  // log2(tile[d]): every extent is a power of two
   int64_t tiles_of[kDims] = {1, 1, 1};
   int64_t o_tiles = 0;
   int64_t tiles = 0;  // groups * batch * tiles_of[0..2] * o_tiles
@@ -134,25 +135,26 @@ GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p
 }
 
 // Position `column` (0 .. block_n - 1) of a tile's box: its output coordinates, and whether it is
-// an output (boxes overhang the output at its far edges).
+// an output (boxes overhang the output at its far edges). The box extents are powers of two
+// (tile_shift their logarithms): shifts and masks, no division.
 GEMMKIT_CONV_HD bool implicit_wgmma_position(const ImplicitWgmmaPlan& p, const WgmmaConvTile& t,
                                              int32_t column, int32_t (&position)[kDims]) {
-  const int32_t w = column % p.tile[2];
-  const int32_t hd = column / p.tile[2];
-  position[2] = t.p0[2] + w;
-  position[1] = t.p0[1] + hd % p.tile[1];
-  position[0] = t.p0[0] + hd / p.tile[1];
+  position[2] = t.p0[2] + (column & (p.tile[2] - 1));
+  position[1] = t.p0[1] + ((column >> p.tile_shift[2]) & (p.tile[1] - 1));
+  position[0] = t.p0[0] + (column >> (p.tile_shift[2] + p.tile_shift[1]));
   return position[0] < p.out[0] && position[1] < p.out[1] && position[2] < p.out[2];
 }
 
-// The element offset in out of output position `position` of tile t, output channel 0 of its
-// group.
-GEMMKIT_CONV_HD int64_t implicit_wgmma_out_offset(const ImplicitWgmmaPlan& p,
-                                                  const WgmmaConvTile& t,
-                                                  const int32_t (&position)[kDims]) {
-  int64_t offset = t.n * p.out_stride[0] + t.group * p.opg * p.out_stride[kDims + 1];
-  for (int d = 0; d < kDims; ++d) offset += int64_t{position[d]} * p.out_stride[1 + d];
-  return offset;
+// The element offset in out of tile t's image and group (output channel 0 of the group, spatial
+// position 0), and of a spatial position within an image.
+GEMMKIT_CONV_HD int64_t implicit_wgmma_tile_out_base(const ImplicitWgmmaPlan& p,
+                                                     const WgmmaConvTile& t) {
+  return t.n * p.out_stride[0] + t.group * p.opg * p.out_stride[kDims + 1];
+}
+GEMMKIT_CONV_HD int64_t implicit_wgmma_position_offset(const ImplicitWgmmaPlan& p,
+                                                       const int32_t (&position)[kDims]) {
+  return int64_t{position[0]} * p.out_stride[1] + int64_t{position[1]} * p.out_stride[2] +
+         int64_t{position[2]} * p.out_stride[3];
 }
 
 // ---- Tensor maps (host) ---------------------------------------------------------------------

@@ -154,7 +154,10 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   t.stages = implicit_wgmma_stages(block_n);
   t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages);
   const double box_useful = choose_wgmma_conv_box(g.out, g.stride, block_n, t.tile);
-  for (int d = 0; d < kDims; ++d) t.tiles_of[d] = ceil_div(g.out[d], t.tile[d]);
+  for (int d = 0; d < kDims; ++d) {
+    t.tiles_of[d] = ceil_div(g.out[d], t.tile[d]);
+    while ((int32_t{1} << t.tile_shift[d]) < t.tile[d]) ++t.tile_shift[d];
+  }
   t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
   t.tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
   t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, std::max(1, dev.multiprocessors)));
