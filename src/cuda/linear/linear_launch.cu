@@ -276,7 +276,7 @@ void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStr
 // heuristic choice), followed by room for a bias widened to f32 (m up to 4 Mi).
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kWidenedBiasBytes = std::size_t{16} << 20;
-static_assert(kCublasWorkspaceBytes + kWidenedBiasBytes <= CublasLtScratch::kMaxOwnScratchBytes);
+static_assert(kCublasWorkspaceBytes + kWidenedBiasBytes <= CallScratch::kMaxOwnScratchBytes);
 
 // The bias of 16-bit type T widened to f32 (cuBLASLt takes the bias in the output type).
 template <typename T>
@@ -372,7 +372,7 @@ bool plan_cublaslt(const detail::LinearProblem& p, const void* bias, uint64_t wo
 // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major D(m, n) = W^T(m, k) X(k, n), with w and
 // x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
 // The scratch comes from options.workspace when given (its tail holds the widened bias, the rest
-// is cuBLASLt's), else from CublasLtScratch's own sources. The descriptors and the algorithm of a
+// is cuBLASLt's), else from CallScratch's own sources. The descriptors and the algorithm of a
 // recent problem are reused (cublaslt_plans.h): a repeated call sets the bias pointer and runs.
 bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, cudaStream_t stream,
                   int device) {
@@ -381,7 +381,7 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
   const std::size_t bias_bytes =
       widen_bias ? (static_cast<std::size_t>(p.m) * 4 + 255) / 256 * 256 : 0;
   if (options.workspace == nullptr && bias_bytes > kWidenedBiasBytes) return false;
-  const CublasLtScratch scratch(device, stream, kCublasWorkspaceBytes + bias_bytes,
+  const CallScratch scratch(device, stream, kCublasWorkspaceBytes + bias_bytes,
                                 options.workspace, options.workspace_bytes);
   if (scratch.bytes() < bias_bytes) {
     throw Error("gemmkit::linear: options.workspace_bytes " +
