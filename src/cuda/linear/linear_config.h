@@ -419,11 +419,13 @@ inline int wgmma_block_n(int64_t n) {
 //
 // The rule (wgmma_auto_splits): the most splits that keep every (tile, run) unit in one wave
 // (tiles * splits <= SMs: a second wave would double the critical path), with at least
-// kWgmmaMinSplitGroups groups per run (a group of 128 x 64 outputs streams 196 KiB of operands
-// and its sum adds 32 KiB of workspace writes and reads: at two groups or more the workspace
-// traffic stays under a sixth of the operand traffic, and it is L2-resident), then the fewest
-// splits that keep the runs equal; fewer while the workspace would exceed the budget
-// (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace); no split when tiles * 2 > SMs.
+// kWgmmaMinSplitGroups groups per run (a run of one group is 8 k blocks, the n64 ring's depth: its
+// CTA would mostly fill the ring and store, with no steady stream of loads behind MMAs; and every
+// group sum a run stores, 32 KiB per 128 x 64 tile written and read back from L2, is a sixth of
+// the 192 KiB of operands the group streams; a choice by reasoning, not yet a measured
+// crossover), then the fewest splits that keep the runs equal; fewer while the workspace would
+// exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace); no split when
+// tiles * 2 > SMs.
 constexpr int64_t kWgmmaMinSplitGroups = 2;
 constexpr int64_t kWgmmaSplitWorkspaceBytes = int64_t{32} << 20;
 constexpr int kWgmmaFoldThreads = 256;  // the fold kernel's block: one thread per consumer thread
