@@ -72,6 +72,27 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }
+  if (c.path == LinearPath::wgmma) {
+    const int64_t groups = ceil_div(s.k, kGroupK);
+    EXPECT_EQ(c.tiles, ceil_div(s.m, 128) * ceil_div(s.n, c.block_n));
+    EXPECT_TRUE(wgmma_split_exact(groups, c.splits)) << groups << " groups";
+    EXPECT_EQ(c.split_groups, ceil_div(groups, c.splits));
+    EXPECT_GE(c.splits * c.split_groups, groups) << "a group has no run";
+    EXPECT_LT((c.splits - 1) * c.split_groups, groups) << "a run has no group";
+    EXPECT_LE(c.grid_x, d.multiprocessors);  // persistent: at most one CTA per SM
+    EXPECT_LE(c.grid_x, c.tiles * c.splits);
+    EXPECT_LE(c.shared_bytes, d.shared_optin);
+    if (c.splits > 1) {
+      EXPECT_EQ(c.workspace_bytes, c.tiles * (groups - c.split_groups + 1) * 128 * c.block_n * 4);
+      EXPECT_LE(c.workspace_bytes, kWgmmaSplitWorkspaceBytes);
+      EXPECT_EQ(c.fold_grid_x, c.tiles * (c.block_n / 8));
+      EXPECT_LE(c.fold_grid_x, d.max_grid_x);
+      EXPECT_NE(c.name.find(".k" + std::to_string(c.splits)), std::string::npos);
+    } else {
+      EXPECT_EQ(c.workspace_bytes, 0);
+      EXPECT_EQ(c.name.find(".k"), c.splits_forced ? c.name.size() - 3 : std::string::npos);
+    }
+  }
 }
 
 TEST(LinearDispatch, RoutersTakeTheRing) {
@@ -815,17 +836,167 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
 namespace gemmkit::cuda::linear_family {
 namespace {
 
+// wgmma_config as select_linear_config's wgmma branches call it, with a reason.
+LinearConfig wgmma_auto(const LinearShape& s, const LinearDevice& d, int block_n,
+                        int64_t budget = kWgmmaSplitWorkspaceBytes) {
+  LinearConfig c = wgmma_config(s, d, block_n, true, 0, budget);
+  c.reason = "auto";
+  return c;
+}
+
+// The wgmma kernel's k split (wgmma_auto_splits): the most splits that keep every (tile, run)
+// unit in one wave, runs of at least two groups, equal runs, within the workspace budget.
+TEST(LinearDispatch, WgmmaKSplitRule) {
+  struct Case {
+    int64_t n, m, k;
+    int splits;
+    int64_t split_groups;
+  };
+  for (const Case& e : {
+           Case{64, 1280, 8192, 8, 2},    // 10 tiles, 16 groups: 13 runs wanted, 8 of 2
+           Case{64, 6144, 4096, 2, 4},    // 48 tiles, 8 groups: 2 runs of 4
+           Case{256, 6144, 4096, 1, 8},   // 192 tiles fill the SMs: no split
+           Case{4096, 4096, 4096, 1, 8},  // 1024 tiles
+           Case{64, 1280, 512, 1, 1},     // one group
+           Case{64, 1280, 520, 1, 2},     // two groups: runs of one would be too short
+           Case{64, 1280, 1536, 1, 3},    // three groups
+           Case{64, 1280, 2048, 2, 2},    // four groups: 2 runs of 2
+           Case{64, 1280, 8200, 6, 3},    // 17 groups: 8 runs wanted, 6 of 3 (the last of 2)
+           Case{1, 128, 14336, 14, 2},    // one tile, 28 groups
+           Case{65, 128, 2880, 3, 2},     // two tiles, 6 groups
+       }) {
+    LinearShape s = bf16_shape(e.n, e.m, e.k);
+    const LinearConfig c = wgmma_auto(s, kH200, wgmma_block_n(e.n));
+    SCOPED_TRACE(std::to_string(e.n) + " x " + std::to_string(e.m) + " x " + std::to_string(e.k));
+    ASSERT_FALSE(c.name.empty());
+    EXPECT_EQ(c.splits, e.splits);
+    EXPECT_EQ(c.split_groups, e.split_groups);
+    EXPECT_EQ(c.grid_x, std::min<int64_t>(c.tiles * c.splits, kH200.multiprocessors));
+    expect_within_limits(c, s, kH200);
+    // Deterministic mode and the forced names without .k take the same split.
+    s.batch_invariant = true;
+    if (e.n > deterministic_ring_max_n(e.m, e.k)) {
+      const LinearConfig det = select_linear_config(s, kH200, "", true);
+      EXPECT_EQ(det.name, c.name);
+      if (c.splits > 1) {
+        EXPECT_NE(det.reason.find("k split in " + std::to_string(c.splits)), std::string::npos)
+            << det.reason;
+      }
+    }
+    EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).name, c.name);
+  }
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).name, "wgmma.n64.s8.k8");
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).workspace_bytes,
+            10 * 15 * 128 * 64 * 4);  // slot 0 (groups 0-1) and one slot per later group
+  // Half the SMs or more hold tiles: no split (66 tiles x 2 = 132 units would fit, 67 not).
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 66 * 128, 4096), kH200, 64, true).splits, 2);
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 67 * 128, 4096), kH200, 64, true).splits, 1);
+  // Fewer SMs: fewer splits.
+  LinearDevice small = kH200;
+  small.multiprocessors = 40;
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), small, 64, true).splits, 4);
+}
+
+TEST(LinearDispatch, WgmmaKSplitStaysWithinTheWorkspace) {
+  // 10 tiles, 128 groups: 13 runs of 10 would need 10 x 119 slots of 32 KiB, over 32 MiB; the
+  // most that fit are 4 runs of 32 (10 x 97 slots).
+  const LinearShape s = bf16_shape(64, 1280, 65536);
+  const LinearConfig c = wgmma_auto(s, kH200, 64);
+  EXPECT_EQ(c.splits, 4);
+  EXPECT_EQ(c.split_groups, 32);
+  EXPECT_LE(c.workspace_bytes, kWgmmaSplitWorkspaceBytes);
+  expect_within_limits(c, s, kH200);
+  // A smaller budget (a caller's workspace) takes fewer splits; none below one run's slots.
+  const int64_t slot = 128 * 64 * 4;
+  EXPECT_EQ(wgmma_config(s, kH200, 64, true, 0, 10 * 65 * slot).splits, 2);
+  EXPECT_EQ(wgmma_config(s, kH200, 64, true, 0, 10 * 65 * slot - 1).splits, 1);
+  EXPECT_EQ(wgmma_config(s, kH200, 64, true, 0, 0).splits, 1);
+  EXPECT_EQ(wgmma_config(s, kH200, 64, true, 0, 0).name, "wgmma.n64.s8");
+  // 64 tiles and 128 groups: even 2 runs need 64 x 65 slots, over the budget.
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 8192, 65536), kH200, 64, true).splits, 1);
+  // A forced split that does not fit is refused with the reason.
+  EXPECT_NE(forced_error(bf16_shape(64, 8192, 65536), "wgmma.n64.k2").find("workspace"),
+            std::string::npos);
+  EXPECT_NE(forced_error(bf16_shape(4096, 4096, 4096), "wgmma.k2").find("workspace"),
+            std::string::npos);
+  // Every auto choice over a sweep stays within the budget and the launch limits.
+  for (int64_t n : {1, 7, 64, 65, 128, 129, 256, 300, 1024}) {
+    for (int64_t m : {1, 100, 128, 1000, 1280, 4096, 6144}) {
+      for (int64_t k : {8, 520, 2048, 2880, 4104, 8200, 65536, 1 << 20}) {
+        const LinearShape shape = bf16_shape(n, m, k);
+        for (const int block_n : {64, 128}) {
+          const LinearConfig w = wgmma_auto(shape, kH200, block_n);
+          ASSERT_FALSE(w.name.empty());
+          expect_within_limits(w, shape, kH200);
+          EXPECT_LE(w.tiles * w.splits, std::max<int64_t>(w.tiles, kH200.multiprocessors));
+          if (w.splits > 1) {
+            EXPECT_GE(w.split_groups, kWgmmaMinSplitGroups);
+            EXPECT_LE(w.tiles * 2, kH200.multiprocessors);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearDispatch, WgmmaKSplitNames) {
+  const LinearShape s = bf16_shape(64, 1280, 8200);  // 17 groups, auto: 6 runs of 3
+  struct Named {
+    const char* forced;
+    const char* name;
+    int splits;
+  };
+  for (const Named& e :
+       {Named{"wgmma", "wgmma.n64.s8.k6", 6}, Named{"wgmma.n64", "wgmma.n64.s8.k6", 6},
+        Named{"wgmma.n64.s8", "wgmma.n64.s8.k6", 6}, Named{"wgmma.n64.k1", "wgmma.n64.s8.k1", 1},
+        Named{"wgmma.n64.s8.k2", "wgmma.n64.s8.k2", 2}, Named{"wgmma.k3", "wgmma.n64.s8.k3", 3},
+        Named{"wgmma.n128.k17", "wgmma.n128.s6.k17", 17},
+        Named{"wgmma.n64.s8.k9", "wgmma.n64.s8.k9", 9}}) {
+    const LinearConfig c = select_linear_config(s, kH200, e.forced, true);
+    EXPECT_EQ(c.name, e.name) << e.forced;
+    EXPECT_EQ(c.splits, e.splits) << e.forced;
+    EXPECT_EQ(c.splits_forced, std::string(e.forced).find(".k") != std::string::npos);
+    expect_within_limits(c, s, kH200);
+    // The printed name selects the same config.
+    EXPECT_EQ(select_linear_config(s, kH200, c.name, true).name, c.name);
+  }
+  int block_n = -1, splits = -1;
+  EXPECT_TRUE(parse_wgmma_name("wgmma.n128.s6.k12", block_n, splits));
+  EXPECT_EQ(block_n, 128);
+  EXPECT_EQ(splits, 12);
+  EXPECT_TRUE(parse_wgmma_name("wgmma.k1", block_n, splits));
+  EXPECT_EQ(block_n, 0);
+  EXPECT_EQ(splits, 1);
+  EXPECT_TRUE(parse_wgmma_name("wgmma", block_n, splits));
+  EXPECT_EQ(splits, 0);
+  for (const char* bad : {"wgmma.k0", "wgmma.k", "wgmma.k04", "wgmma.n64.k4x", "wgmma.k4.n64",
+                          "wgmma.s8.k4", "wgmma.n64.k12345678", "wgmma.n64.k-1"}) {
+    EXPECT_NE(forced_error(s, bad).find("unknown wgmma variant"), std::string::npos) << bad;
+  }
+  // Counts that do not cut the 17 groups into equal runs (or exceed them) are refused.
+  for (const char* uneven : {"wgmma.n64.k7", "wgmma.n64.k8", "wgmma.n64.k10", "wgmma.n64.k18"}) {
+    const std::string error = forced_error(s, uneven);
+    EXPECT_NE(error.find("does not split the 17 k groups"), std::string::npos)
+        << uneven << ": " << error;
+  }
+  // One group: only .k1.
+  EXPECT_EQ(select_linear_config(bf16_shape(64, 1280, 512), kH200, "wgmma.k1", true).name,
+            "wgmma.n64.s8.k1");
+  EXPECT_NE(forced_error(bf16_shape(64, 1280, 512), "wgmma.k2").find("does not split"),
+            std::string::npos);
+}
+
 TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
   const std::string info = build_info();
   for (const char* name : {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
-                           "wgmma[.n64|.n128]", "simt_f32, cublaslt"}) {
+                           "wgmma[.n64|.n128][.k{N}]", "simt_f32, cublaslt"}) {
     EXPECT_NE(info.find(name), std::string::npos) << name << " in\n" << info;
   }
   // Every family name the line spells out in full is one the dispatcher accepts.
   const LinearShape s = bf16_shape(512, 256, 1024);
-  for (const char* forced :
-       {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128", "cublaslt"}) {
+  for (const char* forced : {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128",
+                             "wgmma.n64.k2", "cublaslt"}) {
     EXPECT_EQ(forced_error(s, forced), "no error") << forced;
   }
 }

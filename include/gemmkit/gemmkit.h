@@ -122,11 +122,13 @@ struct LinearOptions {
   // bits may change with n. Every choice is a pure function of the call in both modes.
   int deterministic = -1;
   CallInfo* info = nullptr;
-  // Device scratch of the cuBLASLt path (batches above the family's): none (nullptr, 0) = one
-  // buffer per device allocated by the first eager call, or an allocation inside the graph when
-  // the stream is being captured. Given: `workspace_bytes` bytes on x's device, 256-byte aligned,
-  // not used by other work until the call's work on the stream is done (the caller orders it);
-  // 48 MiB gives cuBLASLt its full choice, and a 16-bit bias with f32 out needs 4 * m bytes of it.
+  // Device scratch of the cuBLASLt path (batches above the family's) and of the wgmma kernel's k
+  // split (few tiles; up to 32 MiB of fp32 group sums): none (nullptr, 0) = one buffer per device
+  // allocated by the first eager call, or an allocation inside the graph when the stream is being
+  // captured. Given: `workspace_bytes` bytes on x's device, 256-byte aligned, not used by other
+  // work until the call's work on the stream is done (the caller orders it); 48 MiB gives
+  // cuBLASLt its full choice, and a 16-bit bias with f32 out needs 4 * m bytes of it; a smaller one
+  // gives the wgmma kernel fewer k splits (the same bits).
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 };

@@ -1,6 +1,8 @@
 // GPU tests of the wgmma kernel of the linear family: its bits equal the reference kernel's (the
-// canonical reduction) over tails of n, m and k, bf16 and f16, bias, both output types; rows keep
-// their bits at every batch size; repeated runs are identical.
+// canonical reduction) over tails of n, m and k, bf16 and f16, bias, both output types, at every
+// k split (1, 2, 3, one group per run, auto); rows keep their bits at every batch size; repeated
+// runs are identical; split calls chained eagerly and in replayed graphs (captured first, with no
+// eager call before) equal the unsplit kernel.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -8,6 +10,9 @@
 #include <vector>
 
 #include "gpu/gpu_test_util.h"
+#ifdef GEMMKIT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace gemmkit {
 namespace {
@@ -44,12 +49,15 @@ struct WgmmaProblem {
 
   // Poisons out, runs the first `rows` batch rows with `kernel`, returns the output bytes.
   std::vector<uint8_t> run(const std::string& kernel, int64_t rows, CallInfo* info = nullptr,
-                           int deterministic = -1) {
+                           int deterministic = -1, void* workspace = nullptr,
+                           int64_t workspace_bytes = 0) {
     out.fill_bytes(0xFF);  // NaN in every output type: an unwritten element cannot pass
     LinearOptions options;
     options.kernel = kernel;
     options.info = info;
     options.deterministic = deterministic;
+    options.workspace = workspace;
+    options.workspace_bytes = workspace_bytes;
     std::optional<Tensor> bias;
     if (c.bias) bias = Tensor::contiguous(b.data(), c.in, kGpu, {c.m});
     linear(Tensor::contiguous(x.data(), c.in, kGpu, {rows, c.k}),
@@ -61,11 +69,52 @@ struct WgmmaProblem {
   }
 };
 
+// The k splits a forced name can take for k: 1, 2, 3 and one group per run, where they cut the
+// groups of 512 into equal runs (ceil(groups / splits) each, none empty).
+std::vector<int64_t> split_counts(int64_t k) {
+  const int64_t groups = (k + 511) / 512;
+  std::vector<int64_t> counts;
+  for (int64_t s : {int64_t{1}, int64_t{2}, int64_t{3}, groups}) {
+    const int64_t per = (groups + s - 1) / s;
+    if (s <= groups && (groups + per - 1) / per == s && (counts.empty() || counts.back() != s)) {
+      counts.push_back(s);
+    }
+  }
+  return counts;
+}
+
+// Runs `prefix` with every split count of split_counts(k) (".k<N>") and as auto (`prefix`
+// alone); each must equal `expected` bit for bit. Returns the runs checked.
+int check_splits(WgmmaProblem& problem, const std::string& prefix,
+                 const std::vector<uint8_t>& expected, const std::string& against) {
+  const WgmmaCase& c = problem.c;
+  std::vector<std::string> kernels = {prefix};
+  for (int64_t s : split_counts(c.k)) kernels.push_back(prefix + ".k" + std::to_string(s));
+  int checked = 0;
+  for (const std::string& kernel : kernels) {
+    CallInfo info;
+    const std::vector<uint8_t> got = problem.run(kernel, c.n, &info);
+    // A forced count prints as given; auto prints the count it chose (none for no split).
+    if (kernel == prefix) {
+      EXPECT_EQ(info.kernel.rfind("cuda.linear." + prefix, 0), 0u) << info.kernel;
+    } else {
+      EXPECT_EQ(info.kernel, "cuda.linear." + kernel);
+    }
+    const int64_t diff = first_difference(expected, got, c.out);
+    EXPECT_EQ(diff, -1) << describe(c) << " " << info.kernel << " differs from " << against
+                        << " at " << diff << ": " << load_as_float(got.data(), c.out, diff)
+                        << " against " << load_as_float(expected.data(), c.out, diff);
+    if (diff != -1) return -1;
+    ++checked;
+  }
+  return checked;
+}
+
 TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
   const std::vector<int64_t> ns = {1, 7, 64, 65, 127, 128, 129, 300};
   const std::vector<int64_t> ms = {1, 100, 128, 129, 256, 1000};
-  const std::vector<int64_t> ks = {8, 72, 128, 200, 512, 520, 1000, 2880, 4104};
+  const std::vector<int64_t> ks = {8, 72, 128, 200, 512, 520, 1000, 2880, 4104, 8200};
   int checked = 0, index = 0;
   for (int64_t m : ms) {
     for (int64_t k : ks) {
@@ -80,21 +129,151 @@ TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
         ++index;
         WgmmaProblem problem(c, 500 + static_cast<uint64_t>(index));
         const std::vector<uint8_t> reference = problem.run("reference", n);
-        for (const std::string kernel : {"wgmma.n64.s8", "wgmma.n128.s6"}) {
-          CallInfo info;
-          const std::vector<uint8_t> got = problem.run(kernel, n, &info);
-          ASSERT_EQ(info.kernel, "cuda.linear." + kernel);
-          const int64_t diff = first_difference(reference, got, c.out);
-          ASSERT_EQ(diff, -1) << describe(c) << " " << kernel << " differs from the reference at "
-                              << diff << ": " << load_as_float(got.data(), c.out, diff)
-                              << " against " << load_as_float(reference.data(), c.out, diff);
-          ++checked;
+        for (const std::string prefix : {"wgmma.n64.s8", "wgmma.n128.s6"}) {
+          const int runs = check_splits(problem, prefix, reference, "the reference");
+          ASSERT_GT(runs, 0) << describe(c) << " " << prefix;
+          checked += runs;
         }
       }
     }
   }
-  EXPECT_GE(checked, 300);
+  EXPECT_GE(checked, 600);
 }
+
+// The k split on the shapes it is for (few tiles, long k) and their tails: every split count
+// gives the unsplit kernel's bits, which are the reference kernel's.
+TEST(GpuLinearWgmma, EverySplitCountKeepsTheBits) {
+  GEMMKIT_REQUIRE_GPU();
+  struct Shape {
+    int64_t n, m, k;
+  };
+  int index = 0, checked = 0;
+  for (const Shape& sh : {Shape{64, 1280, 8192}, Shape{64, 1280, 8200}, Shape{65, 1000, 4104},
+                          Shape{1, 129, 2880}, Shape{200, 640, 520}, Shape{64, 6144, 4096},
+                          Shape{33, 300, 14336}, Shape{129, 257, 2056}}) {
+    for (const DType in : {DType::bf16, DType::f16}) {
+      for (const bool bias : {true, false}) {
+        const DType out = index % 2 == 0 ? DType::f32 : in;
+        const WgmmaCase c{sh.n, sh.m, sh.k, in, out, bias};
+        ++index;
+        WgmmaProblem problem(c, 900 + static_cast<uint64_t>(index));
+        const std::vector<uint8_t> reference = problem.run("reference", c.n);
+        for (const std::string prefix : {"wgmma.n64.s8", "wgmma.n128.s6"}) {
+          const std::vector<uint8_t> unsplit = problem.run(prefix + ".k1", c.n);
+          const int64_t diff = first_difference(reference, unsplit, c.out);
+          ASSERT_EQ(diff, -1) << describe(c) << " " << prefix << " (no split) differs from the "
+                              << "reference at " << diff;
+          const int runs = check_splits(problem, prefix, unsplit, "the unsplit kernel");
+          ASSERT_GT(runs, 0) << describe(c) << " " << prefix;
+          checked += runs;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 200);
+}
+
+// A caller's workspace: large enough, the split runs in it; too small, auto takes fewer splits
+// (same bits) and a forced split is refused with the reason.
+TEST(GpuLinearWgmma, SplitInTheCallersWorkspace) {
+  GEMMKIT_REQUIRE_GPU();
+  const WgmmaCase c{64, 1280, 8192, DType::bf16, DType::bf16, true};
+  WgmmaProblem problem(c, 41);
+  const std::vector<uint8_t> unsplit = problem.run("wgmma.n64.k1", c.n);
+  Buffer workspace(std::size_t{8} << 20, kGpu);  // the auto split (8 runs) needs 4.7 MiB
+  for (const int64_t bytes : {int64_t{8} << 20, int64_t{1} << 20, int64_t{256}}) {
+    workspace.fill_bytes(0x7F);
+    CallInfo info;
+    const std::vector<uint8_t> got =
+        problem.run("wgmma.n64", c.n, &info, -1, workspace.data(), bytes);
+    EXPECT_EQ(got, unsplit) << bytes << " bytes of workspace: " << info.kernel;
+    if (bytes == int64_t{8} << 20) {
+      EXPECT_EQ(info.kernel, "cuda.linear.wgmma.n64.s8.k8");
+    } else {
+      EXPECT_EQ(info.kernel, "cuda.linear.wgmma.n64.s8");  // 1 MiB holds no split here
+    }
+  }
+  try {
+    problem.run("wgmma.n64.k8", c.n, nullptr, -1, workspace.data(), int64_t{1} << 20);
+    ADD_FAILURE() << "a forced split in a workspace too small was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+  }
+}
+
+#ifdef GEMMKIT_WITH_CUDA
+// y_{i+1} = linear(y_i, w_i) over square 2048 weights at n = 64 (16 tiles, 4 groups: auto splits
+// k in 2), `length` times on one stream: each call's split kernel reuses the workspace the fold
+// before it read. Captured and replayed, it must equal the unsplit kernel's eager chain.
+void check_split_chain(const std::string& kernel, int pdl, bool capture_first) {
+  const int64_t n = 64, width = 2048;
+  const int length = 4;
+  Buffer w = upload(random_host(DType::bf16, width * width, 0.038f, 21), kGpu);
+  Buffer b = upload(random_host(DType::bf16, width, 1.0f, 22), kGpu);
+  std::vector<Buffer> activations;
+  activations.push_back(upload(random_host(DType::bf16, n * width, 1.0f, 23), kGpu));
+  for (int i = 1; i <= length; ++i) activations.emplace_back(std::size_t(n * width) * 2, kGpu);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const auto call_chain = [&](const std::string& name) {
+    LinearOptions options;
+    options.pdl = pdl;
+    options.kernel = name;
+    for (int i = 0; i < length; ++i) {
+      linear(Tensor::contiguous(activations[i].data(), DType::bf16, kGpu, {n, width}),
+             Tensor::contiguous(w.data(), DType::bf16, kGpu, {width, width}),
+             Tensor::contiguous(b.data(), DType::bf16, kGpu, {width}),
+             Tensor::contiguous(activations[i + 1].data(), DType::bf16, kGpu, {n, width}), options,
+             reinterpret_cast<Stream>(stream));
+    }
+  };
+  const auto poison = [&] {
+    for (int i = 1; i <= length; ++i) activations[i].fill_bytes(0xFF);
+  };
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  const auto capture = [&] {
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    call_chain(kernel);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  };
+  if (capture_first) capture();  // the process's first linear calls are the captured ones
+  poison();
+  call_chain("wgmma.n64.k1");
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::vector<uint8_t> unsplit = download(activations.back());
+  poison();
+  call_chain(kernel);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(download(activations.back()), unsplit) << kernel << " pdl " << pdl << ": eager";
+  if (!capture_first) capture();
+  for (int replay = 0; replay < 3; ++replay) {
+    poison();
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(download(activations.back()), unsplit)
+        << kernel << " pdl " << pdl << ": replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// The first linear calls of the process are inside a capture (ctest runs each test in its own
+// process): the split's workspace is allocated in the graph, nothing was set up eagerly before.
+TEST(GpuLinearWgmma, SplitCapturedBeforeAnyEagerCall) {
+  GEMMKIT_REQUIRE_GPU();
+  check_split_chain("wgmma.n64", 1, true);
+}
+
+TEST(GpuLinearWgmma, SplitChainsEagerAndInGraphs) {
+  GEMMKIT_REQUIRE_GPU();
+  for (const std::string kernel : {"wgmma.n64", "wgmma.n64.k4", "wgmma.n128.k2"}) {
+    for (const int pdl : {1, 0}) check_split_chain(kernel, pdl, false);
+  }
+}
+#endif
 
 TEST(GpuLinearWgmma, RowsKeepTheirBitsAtEveryBatch) {
   GEMMKIT_REQUIRE_GPU();
@@ -154,7 +333,7 @@ TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
 TEST(GpuLinearWgmma, RepeatedRunsAreBitwiseIdentical) {
   GEMMKIT_REQUIRE_GPU();
   WgmmaProblem problem(WgmmaCase{1024, 1024, 4104, DType::bf16, DType::bf16, true}, 5);
-  for (const std::string kernel : {"wgmma.n64", "wgmma.n128"}) {
+  for (const std::string kernel : {"wgmma.n64", "wgmma.n128", "wgmma.n64.k3", "wgmma.n128.k3"}) {
     const std::vector<uint8_t> first = problem.run(kernel, 1024);
     for (int i = 0; i < 5; ++i) {
       ASSERT_EQ(problem.run(kernel, 1024), first) << kernel << " run " << i;

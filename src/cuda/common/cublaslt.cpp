@@ -73,8 +73,8 @@ cudaDataType_t cublas_data_type(DType dtype) {
               " is not one of bf16, f16, f32");
 }
 
-CublasLtScratch::CublasLtScratch(int device, cudaStream_t stream, std::size_t bytes, void* caller,
-                                 int64_t caller_bytes)
+CallScratch::CallScratch(int device, cudaStream_t stream, std::size_t bytes, void* caller,
+                         int64_t caller_bytes)
     : device_(device), stream_(stream) {
   if (caller != nullptr) {
     source_ = Source::caller;
@@ -83,7 +83,7 @@ CublasLtScratch::CublasLtScratch(int device, cudaStream_t stream, std::size_t by
     return;
   }
   if (bytes > kMaxOwnScratchBytes) {
-    throw Error("gemmkit: internal: cuBLASLt scratch of " + std::to_string(bytes) +
+    throw Error("gemmkit: internal: call scratch of " + std::to_string(bytes) +
                 " bytes asked for; the own buffer holds " + std::to_string(kMaxOwnScratchBytes));
   }
   bytes_ = bytes;
@@ -103,7 +103,7 @@ CublasLtScratch::CublasLtScratch(int device, cudaStream_t stream, std::size_t by
   data_ = own.data;
 }
 
-CublasLtScratch::~CublasLtScratch() {
+CallScratch::~CallScratch() {
   // Best effort: destructors must not throw. Also after a failed enqueue: whatever was enqueued
   // must finish before the memory is reused.
   if (source_ == Source::graph) {

@@ -21,8 +21,9 @@ cublasLtHandle_t cublaslt_handle(int device);
 
 cudaDataType_t cublas_data_type(DType dtype);
 
-// Device scratch for one call, usable in stream order on `stream` while the object lives. From,
-// in this order:
+// Device scratch for one call, usable in stream order on `stream` while the object lives: the
+// workspace of cuBLASLt and the fp32 group sums of the wgmma kernel's k split. From, in this
+// order:
 //  - the caller's buffer (`caller` non-null, `caller_bytes` of it): used as it is; the caller
 //    orders its uses (a tensor of torch's caching allocator on the call's stream, say);
 //  - inside a stream capture: an allocation made in the graph (cudaMallocAsync now, cudaFreeAsync
@@ -33,15 +34,15 @@ cudaDataType_t cublas_data_type(DType dtype);
 //    makes its stream wait for the event recorded after the previous use and records it after
 //    its own work (at destruction).
 // bytes() is what the call may use: `bytes`, or caller_bytes for a caller's buffer.
-class CublasLtScratch {
+class CallScratch {
  public:
   static constexpr std::size_t kMaxOwnScratchBytes = std::size_t{48} << 20;
 
-  CublasLtScratch(int device, cudaStream_t stream, std::size_t bytes, void* caller,
-                  int64_t caller_bytes);
-  ~CublasLtScratch();
-  CublasLtScratch(const CublasLtScratch&) = delete;
-  CublasLtScratch& operator=(const CublasLtScratch&) = delete;
+  CallScratch(int device, cudaStream_t stream, std::size_t bytes, void* caller,
+              int64_t caller_bytes);
+  ~CallScratch();
+  CallScratch(const CallScratch&) = delete;
+  CallScratch& operator=(const CallScratch&) = delete;
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }

@@ -54,6 +54,13 @@ struct LinearConfig {
   bool async_fold = true;              // clusters only (see LinearDevice::async_fold)
   // wgmma: batch rows per tile (the MMA's N; 128 weight rows per tile); stages reuse `stages`
   int block_n = 0;
+  // wgmma k split (wgmma_auto_splits): k's groups cut into `splits` runs of `split_groups` each
+  // (the last may be shorter; 1 split: none); their fp32 sums take `workspace_bytes` of scratch
+  // and the fold kernel's grid; `splits_forced`: the count came from a forced name's .k<N>.
+  int splits = 1;
+  int64_t split_groups = 0;
+  bool splits_forced = false;
+  int64_t workspace_bytes = 0, fold_grid_x = 0;
   // every kernel path
   int threads = 0;
   int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
@@ -359,9 +366,12 @@ inline int wgmma_stages(int block_n) {
 inline int64_t wgmma_shared_bytes_host(int block_n, int stages) {
   return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 + 2 * int64_t{stages} * 8;
 }
-// A forced wgmma name as the names print: "wgmma[.n64|.n128][.s<stages>]"; block_n 0 is chosen as
-// auto would (wgmma_block_n), stages when given must be the ones the variant is built with.
-inline bool parse_wgmma_name(const std::string& name, int& block_n) {
+// A forced wgmma name as the names print: "wgmma[.n64|.n128][.s<stages>][.k<splits>]"; block_n
+// 0 is chosen as auto would (wgmma_block_n), stages when given must be the ones the variant is
+// built with, splits 0 (no .k) as auto would (wgmma_auto_splits); .k1 is no split. Names print
+// .k<splits> where the kernel splits k or the count was forced, so a printed name selects the
+// config it names.
+inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits) {
   std::size_t at = 0;
   const auto literal = [&](const char* text) {
     const std::string t(text);
@@ -377,8 +387,18 @@ inline bool parse_wgmma_name(const std::string& name, int& block_n) {
     b = 64;
   }
   if (b != 0 && literal(".s") && !literal(b == 64 ? "8" : "6")) return false;
+  int k = 0;
+  if (literal(".k")) {
+    // A positive decimal without a leading zero, at most 7 digits (k < 2^31 has < 2^22 groups).
+    std::size_t end = at;
+    while (end < name.size() && end - at < 7 && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == at || name[at] == '0') return false;
+    k = std::stoi(name.substr(at, end - at));
+    at = end;
+  }
   if (at != name.size()) return false;
   block_n = b;
+  splits = k;
   return true;
 }
 // Batch rows per tile: 64 up to n = 256 (more, smaller tiles keep more SMs busy: 256 x 4096 x 4096
@@ -387,10 +407,60 @@ inline bool parse_wgmma_name(const std::string& name, int& block_n) {
 inline int wgmma_block_n(int64_t n) {
   return n <= 256 ? 64 : 128;
 }
-// A wgmma config for sm_90 with `block_n` in {64, 128}, or one with an empty name when the grid
-// or the shared memory does not fit the device.
-inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, int block_n,
-                                 bool pdl) {
+
+// The k split of the wgmma kernel (wgmma_kernel.cuh). A problem of few tiles runs few CTAs, each
+// reducing all of k (n = 64, m = 1280, k = 8192: 10 CTAs on 132 SMs). The split cuts k's groups
+// of 512 into runs of split_groups = ceil(groups / splits) (every run but the last that long, none
+// empty), one CTA per (tile, run); each CTA computes its groups' sums exactly as the unsplit
+// kernel does and writes them as fp32 to a workspace (the run of group 0 writes the prefix of the
+// fold, G0 + ... , as one value; the others one value per group), and a fold kernel adds them in
+// ascending group order, then the bias, and rounds once. The expression is the canonical one for
+// every split count, so the count may depend on n (and the device) without moving a bit.
+//
+// The rule (wgmma_auto_splits): the most splits that keep every (tile, run) unit in one wave
+// (tiles * splits <= SMs: a second wave would double the critical path), with at least
+// kWgmmaMinSplitGroups groups per run (a run of one group is 8 k blocks, the n64 ring's depth: its
+// CTA would mostly fill the ring and store, with no steady stream of loads behind MMAs; and every
+// group sum a run stores, 32 KiB per 128 x 64 tile written and read back from L2, is a sixth of
+// the 192 KiB of operands the group streams; a choice by reasoning, not yet a measured
+// crossover), then the fewest splits that keep the runs equal; fewer while the workspace would
+// exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace); no split when
+// tiles * 2 > SMs.
+constexpr int64_t kWgmmaMinSplitGroups = 2;
+constexpr int64_t kWgmmaSplitWorkspaceBytes = int64_t{32} << 20;
+constexpr int kWgmmaFoldThreads = 256;  // the fold kernel's block: one thread per consumer thread
+
+// Bytes of the group sums of `tiles` tiles of 128 x block_n split into runs of split_groups: slot
+// 0 is the prefix of the run of group 0, then one slot per group after it. -1 when they exceed
+// `budget` (computed without overflow for any tiles).
+inline int64_t wgmma_split_workspace_bytes(int64_t tiles, int block_n, int64_t groups,
+                                           int64_t split_groups, int64_t budget) {
+  const int64_t per_tile = (groups - split_groups + 1) * kWgmmaBlockRows * block_n * 4;
+  if (budget < 0 || tiles > budget / per_tile) return -1;
+  return tiles * per_tile;
+}
+// Whether `splits` cuts `groups` into equal runs of ceil(groups / splits), none left empty.
+inline bool wgmma_split_exact(int64_t groups, int64_t splits) {
+  return splits >= 1 && splits <= groups && ceil_div(groups, ceil_div(groups, splits)) == splits;
+}
+inline int wgmma_auto_splits(int64_t tiles, int64_t groups, int multiprocessors, int block_n,
+                             int64_t budget) {
+  for (int64_t want = std::min(multiprocessors / tiles, groups / kWgmmaMinSplitGroups); want >= 2;
+       --want) {
+    const int64_t split_groups = ceil_div(groups, want);
+    if (wgmma_split_workspace_bytes(tiles, block_n, groups, split_groups, budget) >= 0) {
+      return static_cast<int>(ceil_div(groups, split_groups));
+    }
+  }
+  return 1;
+}
+
+// A wgmma config for sm_90 with `block_n` in {64, 128} and `splits` (0: wgmma_auto_splits within
+// `workspace_budget`; else one the caller checked with wgmma_split_exact), or one with an empty
+// name when the grid, the shared memory or the forced split's workspace does not fit.
+inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, int block_n, bool pdl,
+                                 int splits = 0,
+                                 int64_t workspace_budget = kWgmmaSplitWorkspaceBytes) {
   LinearConfig c;
   c.path = LinearPath::wgmma;
   c.pdl = pdl;
@@ -399,15 +469,38 @@ inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, in
   c.threads = 384;
   c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
   c.tiles = c.m_tiles * ceil_div(s.n, block_n);
-  c.grid_x = std::min<int64_t>(c.tiles, d.multiprocessors);
+  const int64_t groups = ceil_div(s.k, kGroupK);
+  c.splits_forced = splits != 0;
+  c.splits = splits != 0
+                 ? splits
+                 : wgmma_auto_splits(c.tiles, groups, d.multiprocessors, block_n, workspace_budget);
+  c.split_groups = ceil_div(groups, c.splits);
+  int64_t units = c.tiles;
+  if (c.splits > 1) {
+    c.workspace_bytes =
+        wgmma_split_workspace_bytes(c.tiles, block_n, groups, c.split_groups, workspace_budget);
+    if (c.workspace_bytes < 0) return LinearConfig{};
+    units = c.tiles * c.splits;  // tiles <= 2^25 / 2^15 here: no overflow
+    c.fold_grid_x = c.tiles * (block_n / 8);
+    if (c.fold_grid_x > d.max_grid_x) return LinearConfig{};
+  }
+  c.grid_x = std::min<int64_t>(units, d.multiprocessors);
   c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages);
   if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
   // TMA box coordinates are 32-bit: every row index of x and w must fit.
   if (s.n + block_n > (int64_t{1} << 31) || s.m + kWgmmaBlockRows > (int64_t{1} << 31)) {
     return LinearConfig{};
   }
-  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages);
+  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages) +
+           (c.splits > 1 || c.splits_forced ? ".k" + std::to_string(c.splits) : "");
   return c;
+}
+// How a wgmma config's reason names its split: "" without one.
+inline std::string wgmma_split_reason(const LinearConfig& c, const LinearDevice& d) {
+  if (c.splits == 1) return "";
+  return ", k split in " + std::to_string(c.splits) + " runs of " + std::to_string(c.split_groups) +
+         " groups (" + std::to_string(c.tiles) + " tiles on " + std::to_string(d.multiprocessors) +
+         " SMs)";
 }
 
 // Why a call TMA cannot load (k % 8 != 0, a k stride other than 1, rows not 16-byte aligned) takes
@@ -451,9 +544,11 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
   if (c.name.empty()) {
     return reference_config(s, d, mode + "no ring or wgmma configuration fits the device");
   }
-  c.reason = mode + (s.n > ring_max_n ? "n = " + std::to_string(s.n) + " > " +
-                                            std::to_string(ring_max_n) + ": the wgmma kernel"
-                                      : "no ring configuration fits: the wgmma kernel");
+  c.reason = mode +
+             (s.n > ring_max_n ? "n = " + std::to_string(s.n) + " > " + std::to_string(ring_max_n) +
+                                     ": the wgmma kernel"
+                               : "no ring configuration fits: the wgmma kernel") +
+             wgmma_split_reason(c, d);
   return c;
 }
 
@@ -513,16 +608,33 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return reference_config(s, d, "forced");
   }
   if (forced.rfind("wgmma", 0) == 0) {
-    int block_n = 0;
-    if (!parse_wgmma_name(forced, block_n)) {
-      reject("unknown wgmma variant; use wgmma, wgmma.n64 or wgmma.n128");
+    int block_n = 0, splits = 0;
+    if (!parse_wgmma_name(forced, block_n, splits)) {
+      reject(
+          "unknown wgmma variant; use wgmma, wgmma.n64 or wgmma.n128, optionally with a k split "
+          "(wgmma.n64.k4)");
     }
     if (!hopper) reject("the wgmma kernel is built for sm_90a only");
     if (s.in == DType::f32) reject("the wgmma kernel takes bf16 or f16 operands only");
     if (!s.tma_compatible) reject(kNotTmaLoadableForced);
-    LinearConfig c = wgmma_config(s, d, block_n != 0 ? block_n : wgmma_block_n(s.n), pdl);
+    if (block_n == 0) block_n = wgmma_block_n(s.n);
+    const int64_t groups = ceil_div(s.k, kGroupK);
+    const std::string k_split = "k split " + std::to_string(splits);
+    if (splits != 0 && !wgmma_split_exact(groups, splits)) {
+      reject(k_split + " does not split the " + std::to_string(groups) + " k groups of " +
+             std::to_string(kGroupK) + " (k = " + std::to_string(s.k) +
+             ") evenly: every run takes ceil(groups / splits) groups and none may be left empty");
+    }
+    LinearConfig c = wgmma_config(s, d, block_n, pdl, splits);
+    if (c.name.empty() && splits > 1 &&
+        wgmma_split_workspace_bytes(ceil_div(s.m, kWgmmaBlockRows) * ceil_div(s.n, block_n),
+                                    block_n, groups, ceil_div(groups, splits),
+                                    kWgmmaSplitWorkspaceBytes) < 0) {
+      reject(k_split + ": its fp32 group sums need more than the " +
+             std::to_string(kWgmmaSplitWorkspaceBytes) + " bytes of workspace the split may use");
+    }
     if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
-    c.reason = "forced";
+    c.reason = "forced" + wgmma_split_reason(c, d);
     return c;
   }
   RingName ring;
@@ -578,7 +690,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, "
       "consumer warps, a batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, "
-      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128), "
+      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128, with a "
+      "k split: wgmma.n64.k4), "
       "simt_f32 "
       "or cublaslt");
   return LinearConfig{};

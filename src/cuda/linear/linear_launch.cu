@@ -208,13 +208,12 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
   }
 }
 
-// ---- wgmma
-// ---------------------------------------------------------------------------------------
+// ---- wgmma -------------------------------------------------------------------------------------
 
-template <typename T, typename Out, int kBN, int kStages>
-void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c,
-                           cudaStream_t stream, int device) {
-  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages>;
+// The split (kSplit) or unsplit wgmma kernel, its shared-memory limit raised once per device.
+template <typename T, typename Out, int kBN, int kStages, bool kSplit>
+auto wgmma_kernel_for(int device) {
+  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages, kSplit>;
   using Layout = WgmmaSharedLayout<kBN, kStages>;
   static_assert(
       Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 + 2 * kStages * 8,
@@ -226,6 +225,15 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
     done.store(true, std::memory_order_release);
   }
+  return kernel;
+}
+
+// With c.splits > 1: the split kernel writes its group sums to `workspace` (c.workspace_bytes,
+// 16-byte aligned) and the fold kernel, next on the stream, writes out.
+template <typename T, typename Out, int kBN, int kStages>
+void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c,
+                           cudaStream_t stream, int device, void* workspace) {
+  static_assert(kWgmmaFoldThreads == 2 * 128, "one fold thread per consumer thread");
   const CUtensorMap w_map =  // a copy: the per-thread cache may reuse the slot on the next encode
       tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], kWgmmaBlockM, kWgmmaBlockK);
   const CUtensorMap& x_map =
@@ -233,7 +241,7 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
   config.blockDim = dim3(kWgmmaThreads);
-  config.dynamicSmemBytes = Layout::kBytes;
+  config.dynamicSmemBytes = WgmmaSharedLayout<kBN, kStages>::kBytes;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   if (c.pdl) {
@@ -243,31 +251,52 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
     config.numAttrs = 1;
   }
   const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
-                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
-                                        static_cast<Out*>(p.out.data), p.out.strides[0],
-                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
+  const int64_t bias_stride = p.has_bias ? p.bias.strides[0] : int64_t{0};
+  Out* const out = static_cast<Out*>(p.out.data);
+  if (c.splits == 1) {
+    GEMMKIT_CUDA_CHECK(
+        cudaLaunchKernelEx(&config, wgmma_kernel_for<T, Out, kBN, kStages, false>(device), w_map,
+                           x_map, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n,
+                           p.m, p.k, c.m_tiles, c.tiles, 0, 1, static_cast<float4*>(nullptr)));
+    GEMMKIT_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  auto* const sums = static_cast<float4*>(workspace);
+  // The split kernel ignores Out: one instance per input type and tile.
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+      &config, wgmma_kernel_for<T, float, kBN, kStages, true>(device), w_map, x_map, bias,
+      bias_stride, static_cast<float*>(nullptr), int64_t{0}, int64_t{0}, p.n, p.m, p.k, c.m_tiles,
+      c.tiles, static_cast<int>(c.split_groups), c.splits, sums));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+  const int64_t groups = ceil_div(p.k, kGroupK);
+  config.gridDim = dim3(static_cast<unsigned>(c.fold_grid_x));
+  config.blockDim = dim3(kWgmmaFoldThreads);
+  config.dynamicSmemBytes = 0;
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+      &config, linear_wgmma_fold_kernel<T, Out, kBN>, static_cast<const float4*>(sums),
+      groups - c.split_groups + 1, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n,
+      p.m, c.m_tiles, c.tiles));
   GEMMKIT_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T, typename Out>
 void launch_wgmma_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
-                        int device) {
-  if (c.block_n == 64) return launch_wgmma_instance<T, Out, 64, 8>(p, c, s, device);
-  if (c.block_n == 128) return launch_wgmma_instance<T, Out, 128, 6>(p, c, s, device);
+                        int device, void* workspace) {
+  if (c.block_n == 64) return launch_wgmma_instance<T, Out, 64, 8>(p, c, s, device, workspace);
+  if (c.block_n == 128) return launch_wgmma_instance<T, Out, 128, 6>(p, c, s, device, workspace);
   throw Error("gemmkit::linear: internal: no wgmma instance with block_n " +
               std::to_string(c.block_n));
 }
 
-void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
-                  int device) {
+void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s, int device,
+                  void* workspace) {
   const bool f32_out = p.out.dtype == DType::f32;
   if (p.x.dtype == DType::bf16) {
-    return f32_out ? launch_wgmma_typed<__nv_bfloat16, float>(p, c, s, device)
-                   : launch_wgmma_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device);
+    return f32_out ? launch_wgmma_typed<__nv_bfloat16, float>(p, c, s, device, workspace)
+                   : launch_wgmma_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device, workspace);
   }
-  return f32_out ? launch_wgmma_typed<__half, float>(p, c, s, device)
-                 : launch_wgmma_typed<__half, __half>(p, c, s, device);
+  return f32_out ? launch_wgmma_typed<__half, float>(p, c, s, device, workspace)
+                 : launch_wgmma_typed<__half, __half>(p, c, s, device, workspace);
 }
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
@@ -276,7 +305,8 @@ void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStr
 // heuristic choice), followed by room for a bias widened to f32 (m up to 4 Mi).
 constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kWidenedBiasBytes = std::size_t{16} << 20;
-static_assert(kCublasWorkspaceBytes + kWidenedBiasBytes <= CublasLtScratch::kMaxOwnScratchBytes);
+static_assert(kCublasWorkspaceBytes + kWidenedBiasBytes <= CallScratch::kMaxOwnScratchBytes);
+static_assert(kWgmmaSplitWorkspaceBytes <= CallScratch::kMaxOwnScratchBytes);
 
 // The bias of 16-bit type T widened to f32 (cuBLASLt takes the bias in the output type).
 template <typename T>
@@ -372,7 +402,7 @@ bool plan_cublaslt(const detail::LinearProblem& p, const void* bias, uint64_t wo
 // Row-major out[n, m] = x[n, k] w[m, k]^T is column-major D(m, n) = W^T(m, k) X(k, n), with w and
 // x read as column-major (k, m) and (k, n) matrices. Returns false if no algorithm serves it.
 // The scratch comes from options.workspace when given (its tail holds the widened bias, the rest
-// is cuBLASLt's), else from CublasLtScratch's own sources. The descriptors and the algorithm of a
+// is cuBLASLt's), else from CallScratch's own sources. The descriptors and the algorithm of a
 // recent problem are reused (cublaslt_plans.h): a repeated call sets the bias pointer and runs.
 bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, cudaStream_t stream,
                   int device) {
@@ -381,8 +411,8 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
   const std::size_t bias_bytes =
       widen_bias ? (static_cast<std::size_t>(p.m) * 4 + 255) / 256 * 256 : 0;
   if (options.workspace == nullptr && bias_bytes > kWidenedBiasBytes) return false;
-  const CublasLtScratch scratch(device, stream, kCublasWorkspaceBytes + bias_bytes,
-                                options.workspace, options.workspace_bytes);
+  const CallScratch scratch(device, stream, kCublasWorkspaceBytes + bias_bytes, options.workspace,
+                            options.workspace_bytes);
   if (scratch.bytes() < bias_bytes) {
     throw Error("gemmkit::linear: options.workspace_bytes " +
                 std::to_string(options.workspace_bytes) + ": must be at least " +
@@ -504,6 +534,37 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
       config = &refused->config;
     }
   }
+  // The wgmma k split's workspace (CallScratch: the caller's, the graph's or the device's own),
+  // alive until both its kernels are enqueued. A caller's workspace too small (or not 16-byte
+  // aligned) for the chosen split takes the most splits that fit it: the same bits.
+  std::optional<CallScratch> split_scratch;
+  if (config->path == LinearPath::wgmma && config->splits > 1) {
+    split_scratch.emplace(device, s, static_cast<std::size_t>(config->workspace_bytes),
+                          options.workspace, options.workspace_bytes);
+    const auto usable = static_cast<int64_t>(
+        (reinterpret_cast<uintptr_t>(split_scratch->data()) & 15u) == 0 ? split_scratch->bytes()
+                                                                        : 0);
+    if (usable < config->workspace_bytes) {
+      if (config->splits_forced) {
+        throw Error("gemmkit::linear: options.workspace_bytes " +
+                    std::to_string(options.workspace_bytes) + ": the forced kernel " +
+                    config->name + " needs a 16-byte aligned workspace of at least " +
+                    std::to_string(config->workspace_bytes) +
+                    " bytes (its fp32 group sums); pass a larger one, or none");
+      }
+      LinearConfig fewer =
+          wgmma_config(shape, describe(props), config->block_n, config->pdl, 0, usable);
+      if (fewer.name.empty()) {
+        throw Error("gemmkit::linear: internal: no wgmma configuration without a k split");
+      }
+      fewer.reason = config->reason + "; k split in " + std::to_string(fewer.splits) +
+                     " to fit options.workspace_bytes " + std::to_string(options.workspace_bytes);
+      refused.emplace();
+      LinearConfigCache::set(*refused, std::move(fewer));
+      entry = &*refused;
+      config = &refused->config;
+    }
+  }
   if (info != nullptr) {  // the strings only when someone reads them
     info->backend = "cuda";
     info->kernel = entry->kernel;
@@ -516,7 +577,8 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
     case LinearPath::simt_f32:
       return launch_simt(p, *config, s);
     case LinearPath::wgmma:
-      return launch_wgmma(p, *config, s, device);
+      return launch_wgmma(p, *config, s, device,
+                          split_scratch.has_value() ? split_scratch->data() : nullptr);
     case LinearPath::reference:
       if (p.x.dtype == DType::bf16) {
         return f32_out ? launch_reference<__nv_bfloat16, float>(p, *config, s)

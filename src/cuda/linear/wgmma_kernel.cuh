@@ -7,18 +7,39 @@
 // tile). A slice's partial is the chain of its k16 steps (wgmma m64nNk16) from zero, the first
 // step written without reading the accumulator and steps past the slice's blocks not issued;
 // slice partials fold into the group sum and group sums into the total in the canonical order, in
-// registers (total, group, partial: three accumulator sets, so a tile is at most 128 x 128). No k
-// split: one CTA reduces all of k for its tile, so the bits never depend on the batch, the grid or
-// the tile position. Elements past k, n or m are TMA zero fill; k < 2^31, rows < 2^31.
+// registers (total, group, partial: three accumulator sets, so a tile is at most 128 x 128). The
+// bits never depend on the batch, the grid, the tile position or the k split below. Elements past
+// k, n or m are TMA zero fill; k < 2^31, rows < 2^31.
 //
 // Structure: one producer warpgroup (one thread issues the TMA loads of 64-wide k blocks of the
 // weight and activation tiles into a ring of kStages stages, 128-byte swizzle) and two consumer
-// warpgroups (64 weight rows each) over a persistent grid: CTA b takes tiles b, b + grid, ...
+// warpgroups (64 weight rows each) over a persistent grid: CTA b takes work units b, b + grid, ...
 // with the weight block fastest. Each slice's MMAs complete (wait_group 0) before its partial is
 // folded and its stages are freed. Registers: setmaxnreg gives the consumers 240 and the producer
 // 24. PDL: every thread waits for the preceding grid before the first load.
+//
+// k split (kSplit; the count is chosen by wgmma_auto_splits in linear_config.h): a problem of few
+// tiles would leave most SMs idle, so k's groups (512 each) are cut into runs of split_groups, and
+// a work unit is (tile, run); unit u is run u / tiles of tile u % tiles. A unit computes each of
+// its group sums G_j from zero exactly as the unsplit kernel does. The total is a left fold over
+// the groups, ((G0 + G1) + G2) + ..., so runs cannot fold their own groups and combine: the run of
+// group 0 keeps its running total (a prefix of that fold: the unsplit kernel's very registers) and
+// writes it to workspace slot 0, every other run writes each G_j to slot j - split_groups + 1,
+// and linear_wgmma_fold_kernel, launched after it on the stream (PDL: it waits for this grid's
+// completion before reading), adds slots 1, 2, ... into slot 0 in ascending order, then the bias,
+// and rounds once: the same fp32 adds in the same order as the unsplit epilogue (no products, so
+// nothing can contract into an FMA). A second kernel rather than a last-arriving CTA per tile:
+// no arrival counters to zero or reset per call (graph capture, a caller's workspace), no fences,
+// and the fold spreads over tiles * kBN / 8 blocks instead of one CTA per tile. Workspace: per
+// tile, slots of 128 x kBN fp32 stored as float4 in the accumulator layout (slot, register
+// quadruple j, thread), so a warp's stores and the fold's loads are 512 contiguous bytes; 64-bit
+// indices. The split kernel triggers its dependents at the start so the fold's blocks are
+// resident and waiting when it ends.
+//
 // Wins: batches of a few tiles and more where bits must not depend on the batch (docs/perf.md
-// has its speed against cuBLASLt); cuBLASLt is faster but outside the contract.
+// has its speed against cuBLASLt); the split for problems of fewer tiles than half the SMs with
+// k of 4 groups or more (n = 64, m = 1280, k = 8192: 8 runs of 2 groups, 80 CTAs instead of 10).
+// cuBLASLt is faster but outside the contract.
 #pragma once
 
 #include <cuda.h>
@@ -82,15 +103,18 @@ __device__ __forceinline__ void add_into(float (&sum)[kCount], const float (&val
 
 }  // namespace wgmma_detail
 
-template <typename T, typename Out, int kBN, int kStages>
+// kSplit: units of split_groups groups (of `splits` per tile) whose sums go to `workspace` (Out
+// and out unused); else one unit per tile over all of k, stored to out (split arguments unused).
+template <typename T, typename Out, int kBN, int kStages, bool kSplit>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     linear_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,
                         const __grid_constant__ CUtensorMap x_map, const T* bias,
                         int64_t bias_stride, Out* out, int64_t out_row_stride,
                         int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_blocks,
-                        int64_t tiles) {
+                        int64_t tiles, int split_groups, int splits, float4* workspace) {
   using Layout = WgmmaSharedLayout<kBN, kStages>;
   constexpr int kRegs = kBN / 2;
+  constexpr int kGroupBlocks = static_cast<int>(kGroupK / kWgmmaBlockK);
   extern __shared__ __align__(1024) char shared_raw[];
   // Aligned by an offset from shared_raw, so the compiler keeps the shared address space.
   uint8_t* shared = reinterpret_cast<uint8_t*>(
@@ -105,6 +129,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // k < 2^31 (the TMA rule the planner checks): the reduction's counters are 32-bit.
   const int k_blocks = static_cast<int>((k + kWgmmaBlockK - 1) / kWgmmaBlockK);
   const int slices = static_cast<int>((k + kSliceK - 1) / kSliceK);
+  const int groups = static_cast<int>((k + kGroupK - 1) / kGroupK);
+  const int unit_groups = kSplit ? split_groups : groups;
+  const int64_t units = kSplit ? tiles * splits : tiles;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -115,6 +142,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   }
   __syncthreads();
   ptx::grid_dependency_wait();
+  if constexpr (kSplit) ptx::launch_dependents();  // the fold kernel waits for our completion
 
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
@@ -123,10 +151,13 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     ptx::prefetch_tensor_map(&x_map);
     int stage = 0;
     uint32_t phase = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      const int64_t tile = unit % tiles;
+      const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
       const auto m0 = static_cast<int32_t>((tile % m_blocks) * kWgmmaBlockM);
       const auto n0 = static_cast<int32_t>((tile / m_blocks) * kBN);
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      const int kb_end = min(k_blocks, (g_begin + unit_groups) * kGroupBlocks);
+      for (int kb = g_begin * kGroupBlocks; kb < kb_end; ++kb) {
         ptx::mbarrier_wait(&empty[stage], phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[stage], Layout::kStageBytes);
         const auto k0 = static_cast<int32_t>(kb * kWgmmaBlockK);
@@ -165,9 +196,21 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     wgmma::commit_group();
     return used;
   };
+  // Workspace slot `slot` of `tile` gets `sums` (kSplit only): slots of 128 x kBN per tile.
+  const int64_t slots = groups - unit_groups + 1;
+  const auto store_sums = [&](const float(&sums)[kRegs], int64_t tile, int64_t slot) {
+    float4* to = workspace + (tile * slots + slot) * (kRegs / 4) * 256 + consumer * 128 + t;
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {
+      to[j * 256] = make_float4(sums[4 * j], sums[4 * j + 1], sums[4 * j + 2], sums[4 * j + 3]);
+    }
+  };
   float total[kRegs], group[kRegs], partial[kRegs];
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    for (int s = 0; s < slices; ++s) {
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int64_t tile = unit % tiles;
+    const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
+    const int s_end = min(slices, (g_begin + unit_groups) * static_cast<int>(kGroupSlices));
+    for (int s = g_begin * static_cast<int>(kGroupSlices); s < s_end; ++s) {
       const int first_stage = stage;
       int used;
       if (s == 0) {
@@ -193,8 +236,18 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           wgmma_detail::add_into(group, partial);
         }
       }
-      const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == slices - 1;
-      if (group_ends && s >= kGroupSlices) wgmma_detail::add_into(total, group);
+      const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == s_end - 1;
+      if (group_ends && s >= kGroupSlices) {
+        if (!kSplit || g_begin == 0) {
+          wgmma_detail::add_into(total, group);
+        } else {
+          store_sums(group, tile, s / kGroupSlices - unit_groups + 1);
+        }
+      }
+    }
+    if constexpr (kSplit) {
+      if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
+      continue;
     }
     // Epilogue: bias, one rounding, stores of the in-range elements (each warp's stores fill
     // whole 32-byte sectors of f32 output rows).
@@ -217,6 +270,58 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
           if (bias != nullptr) value += bias_value[r / 2];
           store_output(out, col * out_row_stride + row * out_col_stride, value);
         }
+      }
+    }
+  }
+}
+
+// The fold of a k split: per output element of each tile, slot 0 (the prefix of the run of group
+// 0) plus slots 1, 2, ... (the later groups' sums) in ascending order, then the bias, one rounding
+// and the store: the unsplit kernel's epilogue on the same values. Block b folds register
+// quadruple b % (kBN / 8) of tile b / (kBN / 8); thread i is consumer thread i of the split kernel
+// (the same element coordinates and store pattern). Grid-stride over blocks; PDL: waits for the
+// split kernel before its first load.
+template <typename T, typename Out, int kBN>
+__global__ void __launch_bounds__(256)
+    linear_wgmma_fold_kernel(const float4* workspace, int64_t slots, const T* bias,
+                             int64_t bias_stride, Out* out, int64_t out_row_stride,
+                             int64_t out_col_stride, int64_t n, int64_t m, int64_t m_blocks,
+                             int64_t tiles) {
+  constexpr int kQuads = kBN / 8;  // float4 per consumer thread and slot
+  ptx::grid_dependency_wait();
+  const int consumer = static_cast<int>(threadIdx.x / 128);
+  const int t = static_cast<int>(threadIdx.x % 128);
+  const int warp = t / 32, lane = t % 32;
+  for (int64_t block = blockIdx.x; block < tiles * kQuads; block += gridDim.x) {
+    const int64_t tile = block / kQuads;
+    const int j = static_cast<int>(block % kQuads);
+    const float4* from = workspace + (tile * slots * kQuads + j) * 256 + threadIdx.x;
+    float4 sum = from[0];
+#pragma unroll 4
+    for (int64_t slot = 1; slot < slots; ++slot) {
+      const float4 g = from[slot * kQuads * 256];
+      sum.x += g.x;
+      sum.y += g.y;
+      sum.z += g.z;
+      sum.w += g.w;
+    }
+    const float value4[4] = {sum.x, sum.y, sum.z, sum.w};
+    const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
+    const int64_t n0 = (tile / m_blocks) * kBN;
+    const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
+    float bias_value[2] = {0.f, 0.f};
+    if (bias != nullptr) {
+      if (row0 < m) bias_value[0] = widen(bias[row0 * bias_stride]);
+      if (row0 + 8 < m) bias_value[1] = widen(bias[(row0 + 8) * bias_stride]);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = row0 + 8 * (r / 2);
+      const int64_t col = n0 + 8 * j + 2 * (lane % 4) + (r % 2);  // batch row
+      if (row < m && col < n) {
+        float value = value4[r];
+        if (bias != nullptr) value += bias_value[r / 2];
+        store_output(out, col * out_row_stride + row * out_col_stride, value);
       }
     }
   }
