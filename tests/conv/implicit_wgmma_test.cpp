@@ -383,19 +383,34 @@ TEST(ConvImplicitWgmma, EmulatedKernelMatchesTheDefinition) {
   for (const EmuCase& c : emulation_cases()) emulate(c);
 }
 
-TEST(ConvImplicitWgmma, SelectedWhenAskedAndEligible) {
+TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
   const Spec s = conv_spec({1, 64, 64, 128}, {128, 3, 3, 128}, 1);
   ConvRequest r = request_of("implicit", kDefaultWorkspaceBytes);
-  EXPECT_EQ(select_conv_config(make_problem(s), kH200, r).path, ConvPath::implicit_gemm);
-  r.implicit = ImplicitChoice::wgmma;
   const ConvConfig c = select_conv_config(make_problem(s), kH200, r);
   EXPECT_EQ(c.path, ConvPath::implicit_wgmma) << to_string(c);
   EXPECT_NE(c.reason.find("implicit_wgmma"), std::string::npos) << c.reason;
   expect_within_limits(c);
-  // Where it does not apply (a transposed convolution), the mma.sync kernel serves.
+  // Own paths under auto (cuDNN out): the same kernel.
+  ConvRequest own = request_of("", kDefaultWorkspaceBytes);
+  own.cudnn_in_auto = false;
+  EXPECT_EQ(select_conv_config(make_problem(s), kH200, own).path, ConvPath::implicit_wgmma);
+  // c = 32: half of every k block would be zeros; the mma.sync kernel packs taps.
+  const Spec narrow = conv_spec({1, 128, 128, 32}, {512, 3, 3, 32}, 1);
+  const ConvConfig n = select_conv_config(make_problem(narrow), kH200, own);
+  EXPECT_EQ(n.path, ConvPath::implicit_gemm) << to_string(n);
+  EXPECT_NE(n.reason.find("mma.sync"), std::string::npos) << n.reason;
+  r.implicit = ImplicitChoice::wgmma;
+  EXPECT_EQ(select_conv_config(make_problem(narrow), kH200, r).path, ConvPath::implicit_wgmma);
+  r.implicit = ImplicitChoice::mma;
+  EXPECT_EQ(select_conv_config(make_problem(s), kH200, r).path, ConvPath::implicit_gemm);
+  // Where it does not apply (a transposed convolution, another GPU), the mma.sync kernel serves.
+  r.implicit = ImplicitChoice::automatic;
   Spec transposed = conv_spec({1, 8, 8, 64}, {64, 4, 4, 64});
   transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
   EXPECT_EQ(select_conv_config(make_problem(transposed), kH200, r).path, ConvPath::implicit_gemm);
+  DeviceDescription ampere;
+  ampere.sm_major = 8;
+  EXPECT_EQ(select_conv_config(make_problem(s), ampere, r).path, ConvPath::implicit_gemm);
   // GEMMKIT_CONV_IMPLICIT is parsed once, into the request; unknown values name the rule.
   ConvRequestSettings settings;
   settings.env_implicit = "wgmma";

@@ -25,6 +25,12 @@ using gemmkit_test::fake;
 using gemmkit_test::make_problem;
 using gemmkit_test::Spec;
 
+// Whether `path` is one of the implicit GEMMs (the Hopper kernel where it applies and pays, else
+// the mma.sync kernel).
+inline bool is_implicit_path(ConvPath path) {
+  return path == ConvPath::implicit_gemm || path == ConvPath::implicit_wgmma;
+}
+
 // sm_90, 132 SMs, 227 KiB of opt-in shared memory per block, 228 KiB per SM, CUDA's grid limits.
 inline const DeviceDescription kH200{};
 

@@ -422,7 +422,7 @@ TEST(ConvSmallOTaps, VariantSetting) {
 // ---- Host emulation of conv_small_o_taps_kernel ---------------------------------------------
 
 float decode16(DType dt, uint16_t bits) {
-  unsigned char raw[2];
+  unsigned char raw[4] = {};  // decode_bits' f32 branch (never taken here) reads 4 bytes
   std::memcpy(raw, &bits, 2);
   return static_cast<float>(gemmkit_test::decode_bits(dt, raw));
 }

@@ -28,6 +28,16 @@ namespace gemmkit::cuda::conv_impl {
 // GEMM would not fill the machine either.)
 constexpr double kImplicitMinEfficiency = 0.25;
 
+// The Hopper implicit GEMM (TMA + wgmma) runs the useful part of its tiles about twice as fast as
+// the mma.sync kernel (3x3 VAE layers with c >= 128: 2.0-2.3x, docs/perf.md), but its k blocks
+// are whole taps of 64 channels, where the mma.sync kernel packs small channel counts across taps:
+// at c = 32 (half of each block useful) it was slower (33.4 against 30.2 us). Auto takes it when
+// its useful share is at least this fraction of the mma.sync kernel's.
+constexpr double kImplicitWgmmaMinRelativeEfficiency = 0.6;
+inline bool prefer_implicit_wgmma(const ImplicitWgmmaPlan& wgmma, const ImplicitGemmPlan& mma) {
+  return wgmma.tile_efficiency >= kImplicitWgmmaMinRelativeEfficiency * mma.tile_efficiency;
+}
+
 // Whether auto takes cuDNN over the own path `own` that it would pick otherwise. The rule follows
 // the conv tables of docs/perf.md (own paths against cuDNN in the same run): the own path stays
 // for the 1x1 GEMM, the 1-D depthwise kernel and the tensor-core small-o kernels, which are as
@@ -102,17 +112,25 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   const std::string no_implicit = why_not_implicit_gemm(p, dev);
   const ImplicitGemmPlan implicit =
       no_implicit.empty() ? implicit_gemm_plan(p, dev) : ImplicitGemmPlan{};
-  // The Hopper kernel in place of the mma.sync one where GEMMKIT_CONV_IMPLICIT asks for it and it
-  // applies.
-  const std::string no_wgmma = request.implicit == ImplicitChoice::wgmma
-                                   ? why_not_implicit_wgmma(p, dev)
-                                   : std::string("GEMMKIT_CONV_IMPLICIT is not wgmma");
+  // The Hopper kernel in place of the mma.sync one where it applies, unless GEMMKIT_CONV_IMPLICIT
+  // is mma; under auto only where its tiles' useful share is not far below the mma.sync kernel's
+  // (prefer_implicit_wgmma).
+  const std::string no_wgmma = request.implicit == ImplicitChoice::mma
+                                   ? std::string("GEMMKIT_CONV_IMPLICIT is mma")
+                                   : why_not_implicit_wgmma(p, dev);
+  const ImplicitWgmmaPlan wgmma =
+      no_wgmma.empty() ? implicit_wgmma_plan(p, dev) : ImplicitWgmmaPlan{};
   const auto implicit_choice = [&](const std::string& reason) {
-    if (no_wgmma.empty()) {
-      return implicit_wgmma_config(implicit_wgmma_plan(p, dev), algo,
-                                   reason + ", GEMMKIT_CONV_IMPLICIT=wgmma");
+    if (no_wgmma.empty() && (request.implicit == ImplicitChoice::wgmma || !no_implicit.empty() ||
+                             prefer_implicit_wgmma(wgmma, implicit))) {
+      return implicit_wgmma_config(wgmma, algo, reason + ", the Hopper kernel");
     }
-    return implicit_config(implicit, algo, reason);
+    return implicit_config(
+        implicit, algo,
+        no_wgmma.empty() ? reason + ", the mma.sync kernel (its tiles waste " +
+                               "less: " + std::to_string(implicit.tile_efficiency) +
+                               " useful against " + std::to_string(wgmma.tile_efficiency) + ")"
+                         : reason + " (not the Hopper kernel: " + no_wgmma + ")");
   };
   std::string no_unfold_prefix;
   if (requested == ConvAlgo::implicit) {

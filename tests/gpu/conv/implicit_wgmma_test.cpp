@@ -206,6 +206,26 @@ TEST(GpuConvImplicitWgmma, ParameterMatrix) {
   }
 }
 
+// Small cases of the matrix (2-D padded with tails, strided with groups, 3-D, cropped) with both
+// tile widths, sized for compute-sanitizer (scripts/device.sh runs every *Sanitize* test under
+// memcheck, racecheck and synccheck).
+TEST(GpuConvSanitize, ImplicitWgmma) {
+  GEMMKIT_REQUIRE_HOPPER();
+  const std::vector<Case> cases = matrix();
+  uint64_t seed = 9500;
+  for (const std::size_t i : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6}}) {
+    const Case& c = cases.at(i);
+    PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
+    const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
+                                               prepared.device_bias, prepared.dout.view, c.params);
+    for (const int block_n : {128, 256}) {
+      const ImplicitWgmmaPlan plan = plan_or_fail(p, block_n);
+      const HostTensor got = prepared.run([&] { launch_and_wait(p, plan); });
+      EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), c.name), 0) << block_n;
+    }
+  }
+}
+
 // Each image of a batch of 3 alone gives the bytes it has inside the batch.
 TEST(GpuConvImplicitWgmma, BatchInvariant) {
   GEMMKIT_REQUIRE_HOPPER();

@@ -43,9 +43,10 @@ enum class DepthwiseChoice : int { automatic = 0, mma = 1, staged = 2, blocked =
 enum class SmallOChoice : int { automatic = 0, tma = 1, taps = 2, mma = 3, cuda = 4 };
 
 // GEMMKIT_CONV_IMPLICIT: which implicit-GEMM kernel the implicit path takes. automatic: the
-// mma.sync kernel (implicit_gemm.cuh); wgmma: the Hopper TMA + wgmma kernel (wgmma.cuh) wherever
-// it applies (sm_90, no input dilation, ...: why_not_implicit_wgmma), else as automatic; mma: the
-// mma.sync kernel only.
+// Hopper TMA + wgmma kernel (wgmma.cuh) where it applies (sm_90, no input dilation, ...:
+// why_not_implicit_wgmma) and wastes not much more of its tiles than the mma.sync kernel
+// (prefer_implicit_wgmma in select.h), else the mma.sync kernel (implicit_gemm.cuh); wgmma: the
+// Hopper kernel wherever it applies; mma: the mma.sync kernel only.
 enum class ImplicitChoice : int { automatic = 0, wgmma = 1, mma = 2 };
 
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
