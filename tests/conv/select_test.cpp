@@ -512,7 +512,9 @@ TEST(ConvSelect, LayoutsTheGemmCannotTakeFallBackToDirect) {
     std::swap(p.weight.strides[1], p.weight.strides[2]);  // kernel dims permuted
     const ConvConfig c = select_conv_config(p, kH200, request());
     EXPECT_EQ(is_implicit_path(c.path), dtype == DType::bf16) << to_string(c);
-    if (dtype == DType::f32) EXPECT_EQ(c.path, ConvPath::direct);
+    if (dtype == DType::f32) {
+      EXPECT_EQ(c.path, ConvPath::direct);
+    }
     if (dtype == DType::f32) {
       EXPECT_NE(c.reason.find("weight"), std::string::npos) << c.reason;
     }
