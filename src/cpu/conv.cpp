@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,8 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   const Tensor& out = problem.out;
 
   // ---- Weight: [o][tap][cpg] fp32, tap row-major, flip applied, rows padded to kpad.
-  std::vector<float> wp = staging_buffer("conv", "weight", o, kpad);
+  const ReusedStaging wp_buffer(0, "conv", "weight", o, kpad);
+  float* const wp = wp_buffer.data();
   {
     const ElementReader read_w(wt.data, wt.dtype);
     int64_t ws[kDims] = {0, 0, 0};
@@ -108,7 +110,7 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
     parallel_for(
         o,
         [&](int64_t oc) {
-          float* row = wp.data() + oc * kpad;
+          float* row = wp + oc * kpad;
           int64_t tap = 0;
           for (int64_t t0 = 0; t0 < geo.k[0]; ++t0)
             for (int64_t t1 = 0; t1 < geo.k[1]; ++t1)
@@ -127,16 +129,16 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   // ---- FMA path: each group's weight rows as 16-channel panels of klen x 16 floats (channels
   // past the group's opg are zeros), panel p of group g at (g * gpanels + p) * klen * 16.
   const int64_t gpanels = (opg + kFmaPanel - 1) / kFmaPanel;
-  std::vector<float> wpan;
+  ReusedStaging wpan_buffer(1, "conv", "weight", fma ? groups * gpanels * kFmaPanel : 0, klen);
+  float* const wpan = wpan_buffer.data();
   if (fma) {
-    wpan = staging_buffer("conv", "weight", groups * gpanels * kFmaPanel, klen);
     parallel_for(
         groups * gpanels,
         [&](int64_t panel) {
           const int64_t g = panel / gpanels, p = panel % gpanels;
-          avx2::fma_pack_panel(wp.data() + (g * opg + p * kFmaPanel) * kpad, false, kpad,
+          avx2::fma_pack_panel(wp + (g * opg + p * kFmaPanel) * kpad, false, kpad,
                                std::min(kFmaPanel, opg - p * kFmaPanel), klen,
-                               wpan.data() + panel * klen * kFmaPanel);
+                               wpan + panel * klen * kFmaPanel);
         },
         parallel && o * kpad >= 65536);
   }
@@ -152,7 +154,7 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   // each tap's channels from x itself (same values, so the same bits).
   const float* xf = nullptr;
   int64_t xs_b = 0, xs[kDims] = {0, 0, 0}, xs_c = 1;
-  std::vector<float> xbuf;
+  std::optional<ReusedStaging> xbuf;
   const ElementReader read_x(x.data, x.dtype);
   const int64_t rows = batch * geo.in[0] * geo.in[1] * geo.in[2];  // <= x's element count
   const int64_t x_floats = staging_count(rows, c);
@@ -164,7 +166,7 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
     for (int d = 0; d < S; ++d) xs[d] = x.strides[1 + d];
     xs_c = x.strides[S + 1];
   } else {
-    xbuf = staging_buffer("conv", "x", rows, c);
+    xbuf.emplace(2, "conv", "x", rows, c);
     xs[2] = c;
     xs[1] = xs[2] * geo.in[2];
     xs[0] = xs[1] * geo.in[1];
@@ -185,11 +187,11 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
                      const int64_t i0 = rem % geo.in[0];
                      const int64_t b = rem / geo.in[0];
                      const int64_t off = b * src_b + i0 * src_s[0] + i1 * src_s[1] + i2 * src_s[2];
-                     read_x.row(off, src_c, c, xbuf.data() + r * c);
+                     read_x.row(off, src_c, c, xbuf->data() + r * c);
                    }
                  },
                  parallel && rows * c >= 65536);
-    xf = xbuf.data();
+    xf = xbuf->data();
   }
 
   // ---- Blocking: positions x group chunk x output-channel chunk. Groups with few channels
@@ -328,21 +330,30 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
           const int64_t oc0 = (g0 + gi) * opg + chunk * oc_chunk;
           if (fma) {
             // The chunk's first channel is a multiple of 128 within the group: a panel boundary.
-            const float* pan = wpan.data() + ((g0 + gi) * gpanels + chunk * oc_chunk / kFmaPanel) *
-                                                 klen * kFmaPanel;
+            const float* pan =
+                wpan + ((g0 + gi) * gpanels + chunk * oc_chunk / kFmaPanel) * klen * kFmaPanel;
             for (int64_t k0 = 0; k0 < klen; k0 += kFmaConvKc) {
               const int64_t kc = std::min(kFmaConvKc, klen - k0);
               avx2::fma_block(patches + gi * kpad + k0, lda, np, pan + k0 * kFmaPanel, npanels,
                               klen * kFmaPanel, kc, sums, ldsum, k0 == 0);
             }
           } else {
-            kernels.gemm_block(patches + gi * kpad, lda, np, wp.data() + oc0 * kpad, kpad, noc,
-                               kpad, kblock, sums, noc, lanes);
+            kernels.gemm_block(patches + gi * kpad, lda, np, wp + oc0 * kpad, kpad, noc, kpad,
+                               kblock, sums, noc, lanes);
+          }
+          const float* chunk_bias = bias.data() + oc0;
+          if (out.dtype == DType::f32 && os_c == 1) {  // contiguous channels: a vector loop
+            for (int64_t r = 0; r < np; ++r) {
+              float* dst = static_cast<float*>(out.data) + out_off[r] + oc0;
+              const float* src = sums + r * ldsum;
+              for (int64_t j = 0; j < noc; ++j) dst[j] = src[j] + chunk_bias[j];
+            }
+            continue;
           }
           for (int64_t r = 0; r < np; ++r) {
             const int64_t base = out_off[r];
             for (int64_t j = 0; j < noc; ++j) {
-              const float v = sums[r * ldsum + j] + bias[static_cast<std::size_t>(oc0 + j)];
+              const float v = sums[r * ldsum + j] + chunk_bias[j];
               write_out(base + (oc0 + j) * os_c, v);
             }
           }

@@ -46,6 +46,22 @@ inline int64_t staging_count(int64_t rows, int64_t cols) {
 // product and the bytes when the product overflows or the allocation fails.
 std::vector<float> staging_buffer(const char* op, const char* operand, int64_t rows, int64_t cols);
 
+// A staging buffer of rows * cols floats for the calling thread, its contents unspecified: up to
+// kMaxReusedStagingFloats it is one of the thread's kStagingSlots buffers, kept across calls (a
+// repeated call allocates nothing and touches no fresh page), above that a fresh allocation that
+// lives as long as the object. One object per slot at a time on a thread.
+constexpr int kStagingSlots = 3;
+constexpr int64_t kMaxReusedStagingFloats = int64_t{1} << 22;  // 16 MiB per slot and thread
+class ReusedStaging {
+ public:
+  ReusedStaging(int slot, const char* op, const char* operand, int64_t rows, int64_t cols);
+  float* data() const { return data_; }
+
+ private:
+  std::vector<float> own_;
+  float* data_ = nullptr;
+};
+
 // ---- Dot-product kernels -------------------------------------------------------------------
 // out[r * ldo + c] = S(a + r * lda, b + c * ldb) for r < rows, c < cols, where S sums the
 // products a[i] * b[i], i < kpad (kpad a multiple of 8), as 8 lane partial sums (lane t: the

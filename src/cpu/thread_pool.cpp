@@ -229,4 +229,18 @@ void parallel_for(int64_t tasks, const std::function<void(int64_t)>& body, bool 
   pool.run(tasks, body);
 }
 
+ReusedStaging::ReusedStaging(int slot, const char* op, const char* operand, int64_t rows,
+                             int64_t cols) {
+  const int64_t count = staging_count(rows, cols);
+  if (count >= 0 && count <= kMaxReusedStagingFloats) {
+    thread_local std::vector<float> buffers[kStagingSlots];
+    std::vector<float>& buf = buffers[slot];
+    if (static_cast<int64_t>(buf.size()) < count) buf.resize(static_cast<std::size_t>(count));
+    data_ = buf.data();
+    return;
+  }
+  own_ = staging_buffer(op, operand, rows, cols);  // throws with the sizes when they overflow
+  data_ = own_.data();
+}
+
 }  // namespace gemmkit::cpu
