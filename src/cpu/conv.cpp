@@ -99,10 +99,24 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   const Tensor& wt = problem.weight;
   const Tensor& out = problem.out;
 
+  // The FMA path reads a weight without flip whose rows (o) hold taps x channels contiguously
+  // in bf16 or f32 straight into its panels; otherwise through the fp32 [o][tap][cpg] copy.
+  const auto dense_rows = [&] {
+    int64_t expected = wt.strides[S + 1] == 1 ? 1 : -1;
+    int64_t run = cpg;
+    for (int d = S - 1; d >= 0 && expected > 0; --d) {
+      if (geo.k[d] > 1 && wt.strides[1 + d] != run) expected = -1;
+      run *= geo.k[d];
+    }
+    return expected > 0;
+  };
+  const bool panels_from_weight =
+      fma && !problem.flip && (wt.dtype == DType::bf16 || wt.dtype == DType::f32) && dense_rows();
+
   // ---- Weight: [o][tap][cpg] fp32, tap row-major, flip applied, rows padded to kpad.
-  const ReusedStaging wp_buffer(0, "conv", "weight", o, kpad);
+  const ReusedStaging wp_buffer(0, "conv", "weight", panels_from_weight ? 0 : o, kpad);
   float* const wp = wp_buffer.data();
-  {
+  if (!panels_from_weight) {
     const ElementReader read_w(wt.data, wt.dtype);
     int64_t ws[kDims] = {0, 0, 0};
     for (int d = 0; d < S; ++d) ws[d] = wt.strides[1 + d];
@@ -132,13 +146,22 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   ReusedStaging wpan_buffer(1, "conv", "weight", fma ? groups * gpanels * kFmaPanel : 0, klen);
   float* const wpan = wpan_buffer.data();
   if (fma) {
+    const bool bf16_weight = wt.dtype == DType::bf16;
+    const int64_t esize = bf16_weight ? 2 : 4;
     parallel_for(
         groups * gpanels,
         [&](int64_t panel) {
           const int64_t g = panel / gpanels, p = panel % gpanels;
-          avx2::fma_pack_panel(wp + (g * opg + p * kFmaPanel) * kpad, false, kpad,
-                               std::min(kFmaPanel, opg - p * kFmaPanel), klen,
-                               wpan + panel * klen * kFmaPanel);
+          const int64_t first = g * opg + p * kFmaPanel,
+                        rows = std::min(kFmaPanel, opg - p * kFmaPanel);
+          if (panels_from_weight) {
+            avx2::fma_pack_panel(static_cast<const char*>(wt.data) + first * wt.strides[0] * esize,
+                                 bf16_weight, wt.strides[0], rows, klen,
+                                 wpan + panel * klen * kFmaPanel);
+          } else {
+            avx2::fma_pack_panel(wp + first * kpad, false, kpad, rows, klen,
+                                 wpan + panel * klen * kFmaPanel);
+          }
         },
         parallel && o * kpad >= 65536);
   }
