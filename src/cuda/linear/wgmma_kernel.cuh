@@ -101,6 +101,36 @@ __device__ __forceinline__ void add_into(float (&sum)[kCount], const float (&val
   for (int i = 0; i < kCount; ++i) sum[i] += value[i];
 }
 
+// The bias of output columns row0 and row0 + 8 (0 where past m or without a bias).
+template <typename T>
+__device__ __forceinline__ void load_bias_pair(const T* bias, int64_t bias_stride, int64_t row0,
+                                               int64_t m, float (&value)[2]) {
+  value[0] = value[1] = 0.f;
+  if (bias == nullptr) return;
+  if (row0 < m) value[0] = widen(bias[row0 * bias_stride]);
+  if (row0 + 8 < m) value[1] = widen(bias[(row0 + 8) * bias_stride]);
+}
+
+// The epilogue of one register quadruple: v[r] is output column row0 + 8 (r / 2) of batch row
+// col0 + r % 2; bias (when has_bias), one rounding, the stores of the in-range elements (each
+// warp's stores fill whole 32-byte sectors of f32 output rows).
+template <typename Out>
+__device__ __forceinline__ void store_quad(const float (&v)[4], bool has_bias,
+                                           const float (&bias_value)[2], int64_t row0, int64_t col0,
+                                           Out* out, int64_t out_row_stride, int64_t out_col_stride,
+                                           int64_t n, int64_t m) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = row0 + 8 * (r / 2);
+    const int64_t col = col0 + (r % 2);
+    if (row < m && col < n) {
+      float value = v[r];
+      if (has_bias) value += bias_value[r / 2];
+      store_output(out, col * out_row_stride + row * out_col_stride, value);
+    }
+  }
+}
+
 }  // namespace wgmma_detail
 
 // kSplit: units of split_groups groups (of `splits` per tile) whose sums go to `workspace` (Out
@@ -249,28 +279,17 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
       continue;
     }
-    // Epilogue: bias, one rounding, stores of the in-range elements (each warp's stores fill
-    // whole 32-byte sectors of f32 output rows).
+    // Epilogue (wgmma_detail::store_quad), register quadruple by quadruple.
     const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
     const int64_t n0 = (tile / m_blocks) * kBN;
     const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
-    float bias_value[2] = {0.f, 0.f};
-    if (bias != nullptr) {
-      if (row0 < m) bias_value[0] = widen(bias[row0 * bias_stride]);
-      if (row0 + 8 < m) bias_value[1] = widen(bias[(row0 + 8) * bias_stride]);
-    }
+    float bias_value[2];
+    wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int64_t row = row0 + 8 * (r / 2);
-        const int64_t col = n0 + 8 * j + 2 * (lane % 4) + (r % 2);  // batch row
-        if (row < m && col < n) {
-          float value = total[4 * j + r];
-          if (bias != nullptr) value += bias_value[r / 2];
-          store_output(out, col * out_row_stride + row * out_col_stride, value);
-        }
-      }
+      const float quad[4] = {total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]};
+      wgmma_detail::store_quad(quad, bias != nullptr, bias_value, row0, n0 + 8 * j + 2 * (lane % 4),
+                               out, out_row_stride, out_col_stride, n, m);
     }
   }
 }
@@ -309,21 +328,10 @@ __global__ void __launch_bounds__(256)
     const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
     const int64_t n0 = (tile / m_blocks) * kBN;
     const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
-    float bias_value[2] = {0.f, 0.f};
-    if (bias != nullptr) {
-      if (row0 < m) bias_value[0] = widen(bias[row0 * bias_stride]);
-      if (row0 + 8 < m) bias_value[1] = widen(bias[(row0 + 8) * bias_stride]);
-    }
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int64_t row = row0 + 8 * (r / 2);
-      const int64_t col = n0 + 8 * j + 2 * (lane % 4) + (r % 2);  // batch row
-      if (row < m && col < n) {
-        float value = value4[r];
-        if (bias != nullptr) value += bias_value[r / 2];
-        store_output(out, col * out_row_stride + row * out_col_stride, value);
-      }
-    }
+    float bias_value[2];
+    wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);
+    wgmma_detail::store_quad(value4, bias != nullptr, bias_value, row0, n0 + 8 * j + 2 * (lane % 4),
+                             out, out_row_stride, out_col_stride, n, m);
   }
 }
 
