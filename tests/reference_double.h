@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -510,6 +511,25 @@ inline float fma_chain_dot(const std::vector<float>& a, const std::vector<float>
 
 inline std::string dtype_label(DType dt) {
   return gemmkit::dtype_name(dt);
+}
+
+// An emulated kernel's outputs (storage index of out -> value) against the double reference:
+// exactly out's elements written, each within 1e-12 of its reference's scale (the first three
+// misses reported).
+inline void expect_emulated_outputs(const std::map<int64_t, double>& written, const HostTensor& out,
+                                    const Reference& ref) {
+  ASSERT_EQ(static_cast<int64_t>(written.size()), out.numel());
+  int bad = 0;
+  for (int64_t e = 0; e < out.numel(); ++e) {
+    const int64_t index = out.storage_index(out.unravel(e));
+    const auto it = written.find(index);
+    ASSERT_NE(it, written.end()) << "output " << e << " not written";
+    const double want = ref.value[static_cast<std::size_t>(e)];
+    const double tol = 1e-12 * (ref.scale[static_cast<std::size_t>(e)] + 1.0);
+    if (!(std::fabs(it->second - want) <= tol) && ++bad <= 3) {
+      ADD_FAILURE() << "output " << e << ": emulated " << it->second << ", reference " << want;
+    }
+  }
 }
 
 }  // namespace gemmkit_test

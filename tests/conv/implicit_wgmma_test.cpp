@@ -307,18 +307,7 @@ void emulate(const EmuCase& ec) {
       }
     }
   }
-  ASSERT_EQ(static_cast<int64_t>(written.size()), out.numel());
-  int bad = 0;
-  for (int64_t e = 0; e < out.numel(); ++e) {
-    const int64_t index = out.storage_index(out.unravel(e));
-    const auto it = written.find(index);
-    ASSERT_NE(it, written.end()) << "output " << e << " not written";
-    const double want = ref.value[static_cast<std::size_t>(e)];
-    const double tol = 1e-12 * (ref.scale[static_cast<std::size_t>(e)] + 1.0);
-    if (!(std::fabs(it->second - want) <= tol) && ++bad <= 3) {
-      ADD_FAILURE() << "output " << e << ": emulated " << it->second << ", reference " << want;
-    }
-  }
+  gemmkit_test::expect_emulated_outputs(written, out, ref);
 }
 
 std::vector<EmuCase> emulation_cases() {

@@ -35,6 +35,7 @@ namespace {
 using cuda::conv_impl::ImplicitGemmPlan;
 using gemmkit_test::any_order;
 using gemmkit_test::conv_problem;
+using gemmkit_test::conv_spec;
 using gemmkit_test::DeviceTensor;
 using gemmkit_test::DtypePair;
 using gemmkit_test::expect_close_to_cpu;
@@ -60,18 +61,10 @@ void launch_and_wait(const detail::ConvProblem& p, const ImplicitGemmPlan& plan)
 
 using Case = gemmkit_test::ConvSpec;
 
-Case make_case(std::string name, std::vector<int64_t> x, std::vector<int64_t> w) {
-  Case c;
-  c.name = std::move(name);
-  c.x_shape = std::move(x);
-  c.w_shape = std::move(w);
-  return c;
-}
-
 std::vector<Case> matrix() {
   std::vector<Case> v;
   {
-    Case c = make_case("1d stride 2 pad 1/2 bias", {2, 33, 16}, {24, 3, 16});
+    Case c = conv_spec("1d stride 2 pad 1/2 bias", {2, 33, 16}, {24, 3, 16});
     c.params.stride = {2};
     c.params.padding_lo = {1};
     c.params.padding_hi = {2};
@@ -80,14 +73,14 @@ std::vector<Case> matrix() {
   }
   {
     Case c =
-        make_case("2d 3x3 pad 1 c64 o136 bias (M and N tails)", {2, 19, 21, 64}, {136, 3, 3, 64});
+        conv_spec("2d 3x3 pad 1 c64 o136 bias (M and N tails)", {2, 19, 21, 64}, {136, 3, 3, 64});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.bias = true;
     v.push_back(c);
   }
   {
-    Case c = make_case("2d asymmetric pad, kernel dilation 2, stride 2x1", {1, 23, 19, 32},
+    Case c = conv_spec("2d asymmetric pad, kernel dilation 2, stride 2x1", {1, 23, 19, 32},
                        {40, 3, 2, 32});
     c.params.padding_lo = {2, 0};
     c.params.padding_hi = {0, 3};
@@ -96,20 +89,20 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("2d negative padding (crop)", {2, 12, 12, 16}, {24, 2, 3, 16});
+    Case c = conv_spec("2d negative padding (crop)", {2, 12, 12, 16}, {24, 2, 3, 16});
     c.params.padding_lo = {-1, 2};
     c.params.padding_hi = {-2, -1};
     v.push_back(c);
   }
   {
-    Case c = make_case("transposed conv k4 s2 (input dilation + flip) groups 2 bias", {1, 9, 7, 32},
+    Case c = conv_spec("transposed conv k4 s2 (input dilation + flip) groups 2 bias", {1, 9, 7, 32},
                        {48, 4, 4, 16});
     c.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 1}, {1, 1}, 2);
     c.bias = true;
     v.push_back(c);
   }
   {
-    Case c = make_case("groups 4 stride 2", {2, 15, 13, 64}, {64, 3, 3, 16});
+    Case c = conv_spec("groups 4 stride 2", {2, 15, 13, 64}, {64, 3, 3, 16});
     c.params.groups = 4;
     c.params.stride = {2};
     c.params.padding_lo = {1};
@@ -117,7 +110,7 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("groups 2, odd o/groups (7)", {1, 10, 10, 32}, {14, 3, 3, 16});
+    Case c = conv_spec("groups 2, odd o/groups (7)", {1, 10, 10, 32}, {14, 3, 3, 16});
     c.params.groups = 2;
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
@@ -125,27 +118,27 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("3d stride 1x2x1 pad 1", {1, 5, 9, 7, 16}, {24, 3, 2, 3, 16});
+    Case c = conv_spec("3d stride 1x2x1 pad 1", {1, 5, 9, 7, 16}, {24, 3, 2, 3, 16});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.params.stride = {1, 2, 1};
     v.push_back(c);
   }
   {
-    Case c = make_case("c 8 (8 taps a K stage) o 200", {1, 31, 17, 8}, {200, 3, 3, 8});
+    Case c = conv_spec("c 8 (8 taps a K stage) o 200", {1, 31, 17, 8}, {200, 3, 3, 8});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     v.push_back(c);
   }
   {
-    Case c = make_case("c 72 flip, odd spatial, batch 3", {3, 13, 11, 72}, {130, 3, 3, 72});
+    Case c = conv_spec("c 72 flip, odd spatial, batch 3", {3, 13, 11, 72}, {130, 3, 3, 72});
     c.params.flip = true;
     c.params.padding_lo = {2, 0};
     c.params.padding_hi = {0, 1};
     v.push_back(c);
   }
   {
-    Case c = make_case("x and out strided views", {2, 14, 9, 32}, {48, 3, 3, 32});
+    Case c = conv_spec("x and out strided views", {2, 14, 9, 32}, {48, 3, 3, 32});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.x_layout.pad = {0, 1, 3, 8};
@@ -156,16 +149,16 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("out channels not innermost", {1, 9, 10, 16}, {40, 3, 3, 16});
+    Case c = conv_spec("out channels not innermost", {1, 9, 10, 16}, {40, 3, 3, 16});
     c.out_layout.order = {0, 3, 1, 2};
     v.push_back(c);
   }
   {
-    Case c = make_case("1x1, M over 4 tiles", {1, 17, 23, 48}, {64, 1, 1, 48});
+    Case c = conv_spec("1x1, M over 4 tiles", {1, 17, 23, 48}, {64, 1, 1, 48});
     v.push_back(c);
   }
   {
-    Case c = make_case("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
+    Case c = conv_spec("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
     c.params.padding_lo = {2};
     c.params.padding_hi = {2};
     c.params.kernel_dilation = {2};

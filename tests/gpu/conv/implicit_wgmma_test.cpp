@@ -29,6 +29,7 @@ namespace {
 using cuda::conv_impl::ImplicitWgmmaPlan;
 using gemmkit_test::any_order;
 using gemmkit_test::conv_problem;
+using gemmkit_test::conv_spec;
 using gemmkit_test::DeviceTensor;
 using gemmkit_test::DtypePair;
 using gemmkit_test::expect_close_to_cpu;
@@ -59,18 +60,10 @@ void launch_and_wait(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-Case make_case(std::string name, std::vector<int64_t> x, std::vector<int64_t> w) {
-  Case c;
-  c.name = std::move(name);
-  c.x_shape = std::move(x);
-  c.w_shape = std::move(w);
-  return c;
-}
-
 std::vector<Case> matrix() {
   std::vector<Case> v;
   {
-    Case c = make_case("1d stride 2 pad 1/2 bias", {2, 333, 64}, {24, 3, 64});
+    Case c = conv_spec("1d stride 2 pad 1/2 bias", {2, 333, 64}, {24, 3, 64});
     c.params.stride = {2};
     c.params.padding_lo = {1};
     c.params.padding_hi = {2};
@@ -78,7 +71,7 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("2d 3x3 pad 1 c64 o136 bias (position and channel tails)", {2, 19, 21, 64},
+    Case c = conv_spec("2d 3x3 pad 1 c64 o136 bias (position and channel tails)", {2, 19, 21, 64},
                        {136, 3, 3, 64});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
@@ -86,7 +79,7 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("2d asymmetric pad, kernel dilation 2, stride 2x1, c 40", {1, 23, 19, 40},
+    Case c = conv_spec("2d asymmetric pad, kernel dilation 2, stride 2x1, c 40", {1, 23, 19, 40},
                        {40, 3, 2, 40});
     c.params.padding_lo = {2, 0};
     c.params.padding_hi = {0, 3};
@@ -95,13 +88,13 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("2d negative padding (crop) c 16", {2, 12, 12, 16}, {24, 2, 3, 16});
+    Case c = conv_spec("2d negative padding (crop) c 16", {2, 12, 12, 16}, {24, 2, 3, 16});
     c.params.padding_lo = {-1, 2};
     c.params.padding_hi = {-2, -1};
     v.push_back(c);
   }
   {
-    Case c = make_case("groups 2 (c/g 64) stride 2", {2, 15, 13, 128}, {64, 3, 3, 64});
+    Case c = conv_spec("groups 2 (c/g 64) stride 2", {2, 15, 13, 128}, {64, 3, 3, 64});
     c.params.groups = 2;
     c.params.stride = {2};
     c.params.padding_lo = {1};
@@ -110,7 +103,7 @@ std::vector<Case> matrix() {
   }
   {
     Case c =
-        make_case("groups 2 (c/g 128), odd o/groups (7) bias", {1, 10, 10, 256}, {14, 3, 3, 128});
+        conv_spec("groups 2 (c/g 128), odd o/groups (7) bias", {1, 10, 10, 256}, {14, 3, 3, 128});
     c.params.groups = 2;
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
@@ -118,28 +111,28 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("3d stride 1x2x1 pad 1 c 24", {1, 5, 9, 7, 24}, {24, 3, 2, 3, 24});
+    Case c = conv_spec("3d stride 1x2x1 pad 1 c 24", {1, 5, 9, 7, 24}, {24, 3, 2, 3, 24});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.params.stride = {1, 2, 1};
     v.push_back(c);
   }
   {
-    Case c = make_case("c 8 o 200 stride 4", {1, 31, 37, 8}, {200, 3, 3, 8});
+    Case c = conv_spec("c 8 o 200 stride 4", {1, 31, 37, 8}, {200, 3, 3, 8});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.params.stride = {4};
     v.push_back(c);
   }
   {
-    Case c = make_case("c 136 flip, odd spatial, batch 3", {3, 13, 11, 136}, {130, 3, 3, 136});
+    Case c = conv_spec("c 136 flip, odd spatial, batch 3", {3, 13, 11, 136}, {130, 3, 3, 136});
     c.params.flip = true;
     c.params.padding_lo = {2, 0};
     c.params.padding_hi = {0, 1};
     v.push_back(c);
   }
   {
-    Case c = make_case("x and out strided views", {2, 14, 9, 32}, {48, 3, 3, 32});
+    Case c = conv_spec("x and out strided views", {2, 14, 9, 32}, {48, 3, 3, 32});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.x_layout.pad = {0, 1, 3, 8};
@@ -150,16 +143,16 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
-    Case c = make_case("out channels not innermost", {1, 9, 10, 16}, {40, 3, 3, 16});
+    Case c = conv_spec("out channels not innermost", {1, 9, 10, 16}, {40, 3, 3, 16});
     c.out_layout.order = {0, 3, 1, 2};
     v.push_back(c);
   }
   {
-    Case c = make_case("1x1 over many tiles", {1, 47, 53, 96}, {256, 1, 1, 96});
+    Case c = conv_spec("1x1 over many tiles", {1, 47, 53, 96}, {256, 1, 1, 96});
     v.push_back(c);
   }
   {
-    Case c = make_case("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
+    Case c = conv_spec("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
     c.params.padding_lo = {2};
     c.params.padding_hi = {2};
     c.params.kernel_dilation = {2};
@@ -264,7 +257,7 @@ TEST(GpuConvImplicitWgmma, BatchInvariant) {
 // k blocks per tile: against the double reference and the CPU backend.
 TEST(GpuConvImplicitWgmma, VaeLayer) {
   GEMMKIT_REQUIRE_HOPPER();
-  Case c = make_case("vae mid 3x3 512", {1, 128, 128, 512}, {512, 3, 3, 512});
+  Case c = conv_spec("vae mid 3x3 512", {1, 128, 128, 512}, {512, 3, 3, 512});
   c.params.padding_lo = {1};
   c.params.padding_hi = {1};
   c.bias = true;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gemmkit/gemmkit.h"
@@ -77,6 +78,15 @@ struct ConvSpec {
   bool bias = false;
   Layout x_layout, w_layout, out_layout;
 };
+
+// The spec of x (n, spatial..., c) by w (o, kernel..., c / groups), default parameters.
+inline ConvSpec conv_spec(std::string name, std::vector<int64_t> x, std::vector<int64_t> w) {
+  ConvSpec c;
+  c.name = std::move(name);
+  c.x_shape = std::move(x);
+  c.w_shape = std::move(w);
+  return c;
+}
 
 struct DtypePair {
   gemmkit::DType x, out;
