@@ -76,14 +76,20 @@ constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implic
 inline std::optional<ConvAlgo> parse_algo(const std::string& name) {
   return enum_value<ConvAlgo>(name, kConvAlgoNames);
 }
-inline std::optional<DepthwiseChoice> parse_depthwise_choice(const std::string& name) {
-  return enum_value<DepthwiseChoice>(name, kDepthwiseChoiceNames);
-}
-inline std::optional<SmallOChoice> parse_small_o_choice(const std::string& name) {
-  return enum_value<SmallOChoice>(name, kSmallOChoiceNames);
-}
-inline std::optional<ImplicitChoice> parse_implicit_choice(const std::string& name) {
-  return enum_value<ImplicitChoice>(name, kImplicitChoiceNames);
+
+// A choice setting of the environment (`name` = `value`): unset ("") leaves `choice` as it is,
+// one of `names` sets it, anything else is an Error naming the setting, the value and the names.
+template <typename E, std::size_t N>
+void parse_choice_setting(const char* name, const std::string& value, const char* const (&names)[N],
+                          E& choice) {
+  if (value.empty()) return;
+  const std::optional<E> parsed = enum_value<E>(value, names);
+  if (!parsed) {
+    std::string list;
+    for (std::size_t i = 0; i < N; ++i) list += (i ? ", " : "") + std::string(names[i]);
+    detail::fail(kOp, name, "'" + value + "': must be one of " + list);
+  }
+  choice = *parsed;
 }
 
 // The caller's request after options and environment were resolved.
@@ -147,30 +153,10 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
   }
   r.algo = *parsed_algo;
   r.cudnn_in_auto = detail::parse_switch(kOp, "GEMMKIT_CONV_CUDNN", s.env_cudnn);
-  if (!s.env_small_o.empty()) {
-    const std::optional<SmallOChoice> choice = parse_small_o_choice(s.env_small_o);
-    if (!choice) {
-      detail::fail(kOp, "GEMMKIT_CONV_SMALL_O",
-                   "'" + s.env_small_o + "': must be one of auto, tma, taps, mma, cuda");
-    }
-    r.small_o = *choice;
-  }
-  if (!s.env_depthwise.empty()) {
-    const std::optional<DepthwiseChoice> choice = parse_depthwise_choice(s.env_depthwise);
-    if (!choice) {
-      detail::fail(kOp, "GEMMKIT_CONV_DEPTHWISE",
-                   "'" + s.env_depthwise + "': must be one of auto, mma, staged, blocked");
-    }
-    r.depthwise = *choice;
-  }
-  if (!s.env_implicit.empty()) {
-    const std::optional<ImplicitChoice> choice = parse_implicit_choice(s.env_implicit);
-    if (!choice) {
-      detail::fail(kOp, "GEMMKIT_CONV_IMPLICIT",
-                   "'" + s.env_implicit + "': must be one of auto, wgmma, mma");
-    }
-    r.implicit = *choice;
-  }
+  parse_choice_setting("GEMMKIT_CONV_SMALL_O", s.env_small_o, kSmallOChoiceNames, r.small_o);
+  parse_choice_setting("GEMMKIT_CONV_DEPTHWISE", s.env_depthwise, kDepthwiseChoiceNames,
+                       r.depthwise);
+  parse_choice_setting("GEMMKIT_CONV_IMPLICIT", s.env_implicit, kImplicitChoiceNames, r.implicit);
   if (s.option_workspace >= 0) {
     r.workspace_bytes = s.option_workspace;
   } else if (!s.env_workspace_mb.empty()) {
