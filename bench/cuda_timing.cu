@@ -151,8 +151,12 @@ HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
   HostCost cost;
   cost.calls = calls;
   const auto call = [&] { launch(0, stream); };
-  per_call_us(call);  // warm-up: caches, lazy set-up
-  cost.call_us = per_call_us(call);
+  // A warm-up pass (caches, lazy set-up), then the timed one.
+  const auto warm_per_call_us = [&](const std::function<void()>& f) {
+    per_call_us(f);
+    return per_call_us(f);
+  };
+  cost.call_us = warm_per_call_us(call);
 
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1);
@@ -166,12 +170,10 @@ HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
   const auto empty = [&] {
     check(cudaLaunchKernelEx(&config, empty_kernel), "cudaLaunchKernelEx");
   };
-  per_call_us(empty);
-  cost.empty_launch_us = per_call_us(empty);
+  cost.empty_launch_us = warm_per_call_us(empty);
 
   config.numAttrs = 0;
-  per_call_us(empty);
-  cost.empty_plain_launch_us = per_call_us(empty);
+  cost.empty_plain_launch_us = warm_per_call_us(empty);
 
   // The driver API's launch of the same kernel (entry point from the runtime, never -lcuda).
   void* entry = nullptr;
@@ -199,8 +201,7 @@ HostCost time_host_cost(const LaunchFn& launch, int calls, Stream stream) {
           CUDA_SUCCESS)
         throw Error("cuLaunchKernelEx of an empty kernel failed");
     };
-    per_call_us(driver_empty);
-    cost.empty_driver_launch_us = per_call_us(driver_empty);
+    cost.empty_driver_launch_us = warm_per_call_us(driver_empty);
   }
   return cost;
 }
