@@ -7,6 +7,7 @@
 // without a GPU and without CUDA.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -51,8 +52,9 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   EXPECT_EQ(int64_t{t.tile[0]} * t.tile[1] * t.tile[2], t.block_n);
   for (int d = 0; d < kDims; ++d) EXPECT_EQ(int32_t{1} << t.tile_shift[d], t.tile[d]);
   for (int d = 0; d < kDims; ++d) {
-    EXPECT_GE(t.tiles_of[d] * t.tile[d], g.out[d]);
-    EXPECT_LT((t.tiles_of[d] - 1) * t.tile[d], g.out[d]);
+    EXPECT_GE(t.tiles_of[d] * t.tile[d], t.out[d]);
+    EXPECT_LT((t.tiles_of[d] - 1) * t.tile[d], std::max(t.out[d], 1));
+    EXPECT_EQ(t.phases[d], g.idil[d]);
     EXPECT_LE(int64_t{t.tile[d]} * t.stride[d], kWgmmaConvMaxBox);
   }
   EXPECT_GE(t.o_tiles * kWgmmaConvBlockO, t.opg);
@@ -128,7 +130,12 @@ TEST(ConvImplicitWgmma, IneligibleProblemsNameTheReason) {
   EXPECT_TRUE(has(why(grouped), "multiple of 64"));
   Spec transposed = conv_spec({1, 8, 8, 64}, {64, 4, 4, 64});
   transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
-  EXPECT_TRUE(has(why(transposed), "input dilation"));
+  EXPECT_EQ(why(transposed), "");              // as stride phases
+  transposed.params.kernel_dilation = {2, 2};  // every tap of odd phases falls between inputs
+  EXPECT_TRUE(has(why(transposed), "meets no input element"));
+  Spec strided_dilated = conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1, 2);
+  strided_dilated.params.input_dilation = {2};
+  EXPECT_TRUE(has(why(strided_dilated), "stride above 1"));
   EXPECT_TRUE(has(why(conv_spec({1, 64, 64, 64}, {64, 3, 3, 64}, 1, 9)), "traversal stride"));
   Spec odd = conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1);
   ConvProblem p = make_problem(odd);
@@ -262,48 +269,63 @@ void emulate(const EmuCase& ec) {
   p.out = out.view();
   if (s.bias) p.bias = b.view();
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
-  const ImplicitWgmmaPlan t =
+  const ImplicitWgmmaPlan base =
       ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n) : implicit_wgmma_plan(p, kH200);
-  expect_plan_valid(p, t, ec.name);
+  expect_plan_valid(p, base, ec.name);
   const ConvGeometry g = normalize(p);
-  const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t), w_map = implicit_wgmma_w_map(g);
+  const WgmmaConvMap w_map = implicit_wgmma_w_map(g);
   const auto* x_base = static_cast<const unsigned char*>(p.x.data);
   const auto* w_base = static_cast<const unsigned char*>(p.weight.data);
 
   std::map<int64_t, double> written;  // out storage index -> value
-  for (int64_t tile = 0; tile < t.tiles; ++tile) {
-    const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
-    std::vector<double> acc(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
-    for (int32_t kb = 0; kb < t.k_blocks; ++kb) {
-      const WgmmaConvCoords c = implicit_wgmma_coords(t, at, kb);
-      const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
-      const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
-      ASSERT_EQ(wb.size(), static_cast<std::size_t>(kWgmmaConvBlockO * kWgmmaConvBlockK));
-      ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * kWgmmaConvBlockK));
-      for (int o = 0; o < kWgmmaConvBlockO; ++o) {
-        for (int col = 0; col < t.block_n; ++col) {
-          double sum = 0;
-          for (int e = 0; e < kWgmmaConvBlockK; ++e) {
-            sum += wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)] *
-                   xb[static_cast<std::size_t>(col * kWgmmaConvBlockK + e)];
+  // One launch per stride phase, as the launcher runs them.
+  const auto run_plan = [&](const ImplicitWgmmaPlan& t) {
+    const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t);
+    for (int64_t tile = 0; tile < t.tiles; ++tile) {
+      const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
+      std::vector<double> acc(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
+      for (int32_t kb = 0; kb < t.k_blocks; ++kb) {
+        const WgmmaConvCoords c = implicit_wgmma_coords(t, at, kb);
+        const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
+        const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
+        ASSERT_EQ(wb.size(), static_cast<std::size_t>(kWgmmaConvBlockO * kWgmmaConvBlockK));
+        ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * kWgmmaConvBlockK));
+        for (int o = 0; o < kWgmmaConvBlockO; ++o) {
+          for (int col = 0; col < t.block_n; ++col) {
+            double sum = 0;
+            for (int e = 0; e < kWgmmaConvBlockK; ++e) {
+              sum += wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)] *
+                     xb[static_cast<std::size_t>(col * kWgmmaConvBlockK + e)];
+            }
+            acc[static_cast<std::size_t>(o * t.block_n + col)] += sum;
           }
-          acc[static_cast<std::size_t>(o * t.block_n + col)] += sum;
+        }
+      }
+      for (int col = 0; col < t.block_n; ++col) {
+        int32_t position[kDims];
+        if (!implicit_wgmma_position(t, at, col, position)) continue;
+        const int64_t at_out =
+            implicit_wgmma_tile_out_base(t, at) + implicit_wgmma_position_offset(t, position);
+        for (int o = 0; o < kWgmmaConvBlockO; ++o) {
+          const int64_t row = at.o_tile * kWgmmaConvBlockO + o;
+          if (row >= t.opg) continue;
+          double v = acc[static_cast<std::size_t>(o * t.block_n + col)];
+          if (t.has_bias) v += b.at({at.group * t.opg + row});
+          const int64_t index = out.offset + at_out + row * t.out_stride[kDims + 1];
+          ASSERT_EQ(written.count(index), 0u) << "output written twice";
+          written[index] = v;
         }
       }
     }
-    for (int col = 0; col < t.block_n; ++col) {
-      int32_t position[kDims];
-      if (!implicit_wgmma_position(t, at, col, position)) continue;
-      const int64_t base =
-          implicit_wgmma_tile_out_base(t, at) + implicit_wgmma_position_offset(t, position);
-      for (int o = 0; o < kWgmmaConvBlockO; ++o) {
-        const int64_t row = at.o_tile * kWgmmaConvBlockO + o;
-        if (row >= t.opg) continue;
-        double v = acc[static_cast<std::size_t>(o * t.block_n + col)];
-        if (t.has_bias) v += b.at({at.group * t.opg + row});
-        const int64_t index = out.offset + base + row * t.out_stride[kDims + 1];
-        ASSERT_EQ(written.count(index), 0u) << "output written twice";
-        written[index] = v;
+  };
+  int32_t phase[kDims];
+  for (phase[0] = 0; phase[0] < base.phases[0]; ++phase[0]) {
+    for (phase[1] = 0; phase[1] < base.phases[1]; ++phase[1]) {
+      for (phase[2] = 0; phase[2] < base.phases[2]; ++phase[2]) {
+        const ImplicitWgmmaPlan t = implicit_wgmma_phase_count(base) == 1
+                                        ? base
+                                        : implicit_wgmma_phase_plan(p, base, phase);
+        run_plan(t);
       }
     }
   }
@@ -365,6 +387,27 @@ std::vector<EmuCase> emulation_cases() {
   add("out channels not innermost", {1, 5, 6, 8}, {16, 3, 3, 8}, [](EmuCase& c) {
     c.out_layout.order = {0, 3, 1, 2};
   });
+  add("transposed k4 s2 p1 (4 stride phases of 2x2 taps), bias", {2, 5, 6, 16}, {24, 4, 4, 16},
+      [](EmuCase& c) {
+        c.spec.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+        c.spec.bias = true;
+      });
+  add("transposed k3 s2 output padding 1 (phases of 2 and 1 taps)", {1, 6, 5, 8}, {12, 3, 3, 8},
+      [](EmuCase& c) {
+        c.spec.params = conv_transpose_params({3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1);
+      });
+  add("transposed 1-D k5 s3, groups 2 (c/g 64)", {2, 9, 128}, {16, 5, 64},
+      [](EmuCase& c) { c.spec.params = conv_transpose_params({5}, {3}, {2}, {1}, {1}, 2); });
+  add("transposed 3-D k2 s2", {1, 3, 4, 3, 8}, {8, 2, 2, 2, 8}, [](EmuCase& c) {
+    c.spec.params = conv_transpose_params({2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1);
+  });
+  add("input dilation without flip, kernel dilation 3, asymmetric padding", {1, 7, 6, 8},
+      {9, 3, 2, 8}, [](EmuCase& c) {
+        c.spec.params.input_dilation = {2, 2};
+        c.spec.params.kernel_dilation = {3, 1};
+        c.spec.params.padding_lo = {2, 1};
+        c.spec.params.padding_hi = {1, 0};
+      });
   return v;
 }
 
@@ -392,11 +435,17 @@ TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
   EXPECT_EQ(select_conv_config(make_problem(narrow), kH200, r).path, ConvPath::implicit_wgmma);
   r.implicit = ImplicitChoice::mma;
   EXPECT_EQ(select_conv_config(make_problem(s), kH200, r).path, ConvPath::implicit_gemm);
-  // Where it does not apply (a transposed convolution, another GPU), the mma.sync kernel serves.
+  // Transposed convolutions (stride phases) only when asked; where it does not apply (another GPU),
+  // the mma.sync kernel serves.
   r.implicit = ImplicitChoice::automatic;
   Spec transposed = conv_spec({1, 8, 8, 64}, {64, 4, 4, 64});
   transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
   EXPECT_EQ(select_conv_config(make_problem(transposed), kH200, r).path, ConvPath::implicit_gemm);
+  r.implicit = ImplicitChoice::wgmma;
+  const ConvConfig phased = select_conv_config(make_problem(transposed), kH200, r);
+  EXPECT_EQ(phased.path, ConvPath::implicit_wgmma) << to_string(phased);
+  EXPECT_NE(phased.reason.find("stride_phases=4"), std::string::npos) << phased.reason;
+  r.implicit = ImplicitChoice::automatic;
   DeviceDescription ampere;
   ampere.sm_major = 8;
   EXPECT_EQ(select_conv_config(make_problem(s), ampere, r).path, ConvPath::implicit_gemm);

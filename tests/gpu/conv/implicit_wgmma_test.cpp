@@ -1,6 +1,7 @@
 // GPU tests of the Hopper implicit-GEMM convolution kernel (implicit_gemm/wgmma.cuh), launched
 // directly through launch_conv_implicit_wgmma: a parameter matrix (1-3 spatial dims, strides up
-// to 4, asymmetric and negative padding, kernel dilation, flip, groups with c/groups 64 and 128,
+// to 4, asymmetric and negative padding, kernel dilation, flip, transposed convolutions as stride
+// phases, groups with c/groups 64 and 128,
 // bias, position, channel and reduction tails, strided x / out views) on every dtype pair,
 // against the double reference and the CPU backend, outputs poisoned before each run; the same
 // bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, and for each image
@@ -152,6 +153,24 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
+    Case c =
+        conv_spec("transposed k4 s2 p1 (4 stride phases) bias", {2, 13, 11, 64}, {72, 4, 4, 64});
+    c.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = conv_spec("transposed k3 s2 output padding 1, groups 2 (c/g 64)", {1, 9, 10, 128},
+                       {40, 3, 3, 64});
+    c.params = conv_transpose_params({3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 2);
+    v.push_back(c);
+  }
+  {
+    Case c = conv_spec("transposed 1-D k5 s3 c 24", {2, 37, 24}, {16, 5, 24});
+    c.params = conv_transpose_params({5}, {3}, {2}, {1}, {1}, 1);
+    v.push_back(c);
+  }
+  {
     Case c = conv_spec("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
     c.params.padding_lo = {2};
     c.params.padding_hi = {2};
@@ -199,14 +218,15 @@ TEST(GpuConvImplicitWgmma, ParameterMatrix) {
   }
 }
 
-// Small cases of the matrix (2-D padded with tails, strided with groups, 3-D, cropped) with both
-// tile widths, sized for compute-sanitizer (scripts/device.sh runs every *Sanitize* test under
-// memcheck, racecheck and synccheck).
+// Small cases of the matrix (2-D padded with tails, strided with groups, 3-D, cropped, transposed)
+// with both tile widths, sized for compute-sanitizer (scripts/device.sh runs every *Sanitize* test
+// under memcheck, racecheck and synccheck).
 TEST(GpuConvSanitize, ImplicitWgmma) {
   GEMMKIT_REQUIRE_HOPPER();
   const std::vector<Case> cases = matrix();
   uint64_t seed = 9500;
-  for (const std::size_t i : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6}}) {
+  for (const std::size_t i :
+       {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6}, std::size_t{12}}) {
     const Case& c = cases.at(i);
     PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
     const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,

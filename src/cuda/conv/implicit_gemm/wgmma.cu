@@ -1,7 +1,7 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation and
 // weight tensor maps of the plan, picks the instantiation (input dtype, output dtype, positions
 // per tile), raises the kernel's shared memory limit once per device and launches the persistent
-// grid.
+// grid, once per stride phase for a transposed convolution.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -13,6 +13,7 @@
 #include "cuda/conv/common/dispatch.cuh"
 #include "cuda/conv/implicit_gemm/wgmma.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_plan.h"
 
 namespace gemmkit::cuda::conv_impl {
 
@@ -48,19 +49,33 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
                 std::to_string(plan.k_blocks));
   }
   const ConvGeometry g = normalize(p);
-  const CUtensorMap x_map = encode(p.x.data, implicit_wgmma_x_map(g, plan));
   const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g));
-  dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
-    using T = typename decltype(in_tag)::type;
-    using TOut = typename decltype(out_tag)::type;
-    if constexpr (std::is_same_v<T, float>) {
-      throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
-    } else if (plan.block_n == 256) {
-      launch_typed<T, TOut, 256>(p, plan, x_map, w_map, stream);
-    } else {
-      launch_typed<T, TOut, 128>(p, plan, x_map, w_map, stream);
+  // A transposed convolution: one launch per stride phase (each a dense convolution of x whose
+  // outputs are every s-th position of out), phase 0's plan given, the others planned alike.
+  const auto launch = [&](const ImplicitWgmmaPlan& t) {
+    if (t.tiles == 0) return;  // a phase without outputs
+    const CUtensorMap x_map = encode(p.x.data, implicit_wgmma_x_map(g, t));
+    dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+      using T = typename decltype(in_tag)::type;
+      using TOut = typename decltype(out_tag)::type;
+      if constexpr (std::is_same_v<T, float>) {
+        throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
+      } else if (t.block_n == 256) {
+        launch_typed<T, TOut, 256>(p, t, x_map, w_map, stream);
+      } else {
+        launch_typed<T, TOut, 128>(p, t, x_map, w_map, stream);
+      }
+    });
+  };
+  if (implicit_wgmma_phase_count(plan) == 1) return launch(plan);
+  int32_t phase[kDims];
+  for (phase[0] = 0; phase[0] < plan.phases[0]; ++phase[0]) {
+    for (phase[1] = 0; phase[1] < plan.phases[1]; ++phase[1]) {
+      for (phase[2] = 0; phase[2] < plan.phases[2]; ++phase[2]) {
+        launch(implicit_wgmma_phase_plan(p, plan, phase));
+      }
     }
-  });
+  }
 }
 
 }  // namespace gemmkit::cuda::conv_impl

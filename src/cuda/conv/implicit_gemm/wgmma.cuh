@@ -13,7 +13,8 @@
 // swizzle) and two consumer warpgroups (64 output channels each) over a persistent grid: CTA b
 // takes tiles b, b + grid, ... Consumers keep one k block's MMAs in flight (wait_group 1) and
 // free its stage when the next block's are issued; the epilogue of a tile overlaps the producer's
-// loads of the next. Registers: setmaxnreg gives the consumers 240 and the producer 24.
+// loads of the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its
+// coordinate arithmetic spilled at 24).
 // Wins: dense and grouped 2-D / 3-D layers with channels >= 64, where the mma.sync implicit GEMM
 // (implicit_gemm.cuh) runs at well under half of the tensor-core peak (docs/perf.md).
 #pragma once
@@ -76,7 +77,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x != 0) return;
     ptx::prefetch_tensor_map(&x_map);
     ptx::prefetch_tensor_map(&w_map);
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1;
   const int t = static_cast<int>(threadIdx.x % 128);
   const int warp = t / 32, lane = t % 32;

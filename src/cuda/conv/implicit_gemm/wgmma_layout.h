@@ -16,6 +16,15 @@
 //           channels) per position; padding and cropping are out-of-bounds (or in-bounds) box
 //           coordinates, read as zeros by TMA;
 //   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, kWgmmaConvBlockO).
+//
+// Transposed convolutions (input dilation s, stride 1) run as stride phases, one launch each: the
+// outputs q = ph + s * u of phase ph (per dim) read only the taps t with ph + t * kdil - pad_lo a
+// multiple of s, an arithmetic progression t0 + j * (s / g) (g = gcd(kdil, s)), and those read
+// input u + (ph + t0 * kdil - pad_lo) / s + j * (kdil / g): a dense stride-1 convolution of x with
+// that tap subset, whose outputs land every s-th position of out. The plan of a phase holds it in
+// those terms (kernel = the phase's taps, pad_lo and kdil of x's steps, the weight tap of step j at
+// w_first + j * w_step, out's strides times s from out_base), so no input-dilation zero is loaded
+// or multiplied.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +62,15 @@ struct ImplicitWgmmaPlan {
   int32_t pad_lo[kDims] = {0, 0, 0};
   int32_t kdil[kDims] = {1, 1, 1};
   int64_t out_stride[kDims + 2] = {};  // elements: n, d, h, w, channel
+  int64_t out_base = 0;                // element offset of the (phase's) first output position
+  int32_t w_first[kDims] = {0, 0, 0};  // the weight tap (per dim) of the first window tap
+  int32_t w_step[kDims] = {1, 1, 1};   // and its step per window tap (-1 when flipped)
   int64_t bias_stride = 0;
-  bool flip = false;
   bool has_bias = false;
+  // Stride phases of a transposed convolution (input dilation per dim; 1 = none), and the phase
+  // this plan is of.
+  int32_t phases[kDims] = {1, 1, 1};
+  int32_t phase[kDims] = {0, 0, 0};
 
   int64_t batch = 1, groups = 1;
   int32_t cpg = 0, opg = 0;
@@ -70,8 +85,9 @@ struct ImplicitWgmmaPlan {
   int32_t tile_shift[kDims] = {0, 0, 0};  // log2(tile[d]): every extent is a power of two
   int64_t tiles_of[kDims] = {1, 1, 1};
   int64_t o_tiles = 0;
-  int64_t tiles = 0;  // groups * batch * tiles_of[0..2] * o_tiles
-  int64_t grid = 0;   // persistent CTAs: min(tiles, multiprocessors)
+  int64_t tiles = 0;        // groups * batch * tiles_of[0..2] * o_tiles
+  int64_t grid = 0;         // persistent CTAs: min(tiles, multiprocessors)
+  int multiprocessors = 1;  // of the device planned for
   int64_t smem_bytes = 0;
   // Share of the issued MMA work that is useful (position, channel and k tails), and with the
   // last wave counted; guides for the dispatcher, not launch parameters.
@@ -126,7 +142,7 @@ GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p
   for (int d = 0; d < kDims; ++d) {
     // Spatial dim d (0 = d, 1 = h, 2 = w) is box dim 3 - d.
     c.x[3 - d] = t.p0[d] * p.stride[d] - p.pad_lo[d] + tap_index[d] * p.kdil[d];
-    c.w[3 - d] = p.flip ? p.kernel[d] - 1 - tap_index[d] : tap_index[d];
+    c.w[3 - d] = p.w_first[d] + p.w_step[d] * tap_index[d];
   }
   c.x[4] = static_cast<int32_t>(t.n);
   c.w[4] =
@@ -149,7 +165,7 @@ GEMMKIT_CONV_HD bool implicit_wgmma_position(const ImplicitWgmmaPlan& p, const W
 // position 0), and of a spatial position within an image.
 GEMMKIT_CONV_HD int64_t implicit_wgmma_tile_out_base(const ImplicitWgmmaPlan& p,
                                                      const WgmmaConvTile& t) {
-  return t.n * p.out_stride[0] + t.group * p.opg * p.out_stride[kDims + 1];
+  return p.out_base + t.n * p.out_stride[0] + t.group * p.opg * p.out_stride[kDims + 1];
 }
 GEMMKIT_CONV_HD int64_t implicit_wgmma_position_offset(const ImplicitWgmmaPlan& p,
                                                        const int32_t (&position)[kDims]) {

@@ -17,6 +17,57 @@
 
 namespace gemmkit::cuda::conv_impl {
 
+// ---- Stride phases -----------------------------------------------------------------------------
+
+// Most stride phases (launches) a transposed convolution runs as.
+constexpr int64_t kWgmmaConvMaxPhases = 64;
+
+// Spatial dim d of phase `ph` (0 <= ph < idil[d]; 0 without input dilation) in dense stride-1
+// terms (wgmma_layout.h): the window taps it reads, x's padding and step per tap, the weight tap
+// of the first and its step, and where its outputs go in out.
+struct WgmmaConvPhaseDim {
+  int64_t taps = 0;  // 0: no tap of the phase meets an input element
+  int64_t stride = 1, pad_lo = 0, x_step = 1;
+  int64_t w_first = 0, w_step = 1;
+  int64_t out = 0, out_first = 0, out_step = 1;
+};
+
+inline WgmmaConvPhaseDim wgmma_conv_phase_dim(const ConvGeometry& g, int d, int64_t ph) {
+  WgmmaConvPhaseDim r;
+  const int64_t s = g.idil[d], k = g.kernel[d];
+  if (s == 1) {
+    r.taps = k;
+    r.stride = g.stride[d];
+    r.pad_lo = g.pad_lo[d];
+    r.x_step = g.kdil[d];
+    r.w_first = g.flip ? k - 1 : 0;
+    r.w_step = g.flip ? -1 : 1;
+    r.out = g.out[d];
+    return r;
+  }
+  r.out_first = ph;
+  r.out_step = s;
+  r.out = g.out[d] > ph ? ceil_div(g.out[d] - ph, s) : 0;
+  int64_t first = -1, second = -1;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t q = ph + t * g.kdil[d] - g.pad_lo[d];  // in the dilated input
+    if (q % s != 0) continue;
+    if (first < 0) {
+      first = t;
+    } else if (second < 0) {
+      second = t;
+    }
+    ++r.taps;
+  }
+  if (r.taps == 0) return r;
+  const int64_t step = second >= 0 ? second - first : 1;     // s / gcd(kdil, s)
+  r.pad_lo = -((ph + first * g.kdil[d] - g.pad_lo[d]) / s);  // an exact division
+  r.x_step = step * g.kdil[d] / s;
+  r.w_first = g.flip ? k - 1 - first : first;
+  r.w_step = g.flip ? -step : step;
+  return r;
+}
+
 // ---- Eligibility ------------------------------------------------------------------------------
 
 // Whether every stride of t past the channel dim is a multiple of 16 bytes (8 elements) and below
@@ -53,15 +104,31 @@ inline std::string why_not_implicit_wgmma(const detail::ConvProblem& p,
     return "groups > 1 with c/groups (" + std::to_string(p.in_channels_per_group) +
            ") not a multiple of 64 (a channel block would read the next group's channels)";
   }
-  for (int d = 0; d < p.spatial; ++d) {
-    if (p.input_dilation[d] != 1) {
-      return "input dilation (transposed convolution) is not supported by this kernel";
+  const ConvGeometry g = normalize(p);
+  int64_t phases = 1;
+  for (int d = 0; d < kDims; ++d) {
+    if (g.idil[d] == 1) continue;
+    if (g.stride[d] != 1) {
+      return "input dilation with a stride above 1 (dim " + std::to_string(d) + ")";
     }
+    phases *= g.idil[d];
+    if (phases > kWgmmaConvMaxPhases) {
+      return "input dilation of more than " + std::to_string(kWgmmaConvMaxPhases) +
+             " stride phases";
+    }
+    for (int64_t ph = 0; ph < g.idil[d]; ++ph) {
+      if (wgmma_conv_phase_dim(g, d, ph).taps == 0) {
+        return "a stride phase of the input dilation (dim " + std::to_string(d) +
+               ") meets no input element (kernel dilation and input dilation share a factor)";
+      }
+    }
+  }
+  for (int d = 0; d < p.spatial; ++d) {
     if (p.stride[d] > kWgmmaConvMaxStride) {
       return "stride " + std::to_string(p.stride[d]) + " in dim " + std::to_string(d) +
              " exceeds TMA's traversal stride limit (8)";
     }
-    const int64_t extent[] = {p.in_size[d], p.out_size[d] * p.stride[d],
+    const int64_t extent[] = {p.in_size[d] * p.input_dilation[d], p.out_size[d] * p.stride[d],
                               p.kernel_size[d] * p.kernel_dilation[d],
                               p.padding_lo[d] < 0 ? -p.padding_lo[d] : p.padding_lo[d]};
     for (const int64_t e : extent) {
@@ -125,42 +192,56 @@ inline double choose_wgmma_conv_box(const int64_t (&out)[kDims], const int64_t (
   return best;
 }
 
-// The plan of a problem why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or
-// 128).
+// The plan of stride phase `phase` (all zeros without input dilation) of a problem
+// why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or 128).
 inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
-                                                 const DeviceDescription& dev, int block_n) {
+                                                 const DeviceDescription& dev, int block_n,
+                                                 const int32_t (&phase)[kDims] = {0, 0, 0}) {
   const ConvGeometry g = normalize(p);
   ImplicitWgmmaPlan t;
-  for (int d = 0; d < kDims; ++d) {
-    t.out[d] = static_cast<int32_t>(g.out[d]);
-    t.kernel[d] = static_cast<int32_t>(g.kernel[d]);
-    t.stride[d] = static_cast<int32_t>(g.stride[d]);
-    t.pad_lo[d] = static_cast<int32_t>(g.pad_lo[d]);
-    t.kdil[d] = static_cast<int32_t>(g.kdil[d]);
-  }
+  int64_t out[kDims], stride[kDims], taps = 1;
   for (int i = 0; i < kDims + 2; ++i) t.out_stride[i] = g.out_stride[i];
+  for (int d = 0; d < kDims; ++d) {
+    const WgmmaConvPhaseDim r = wgmma_conv_phase_dim(g, d, phase[d]);
+    t.phases[d] = static_cast<int32_t>(g.idil[d]);
+    t.phase[d] = phase[d];
+    out[d] = r.out;
+    stride[d] = r.stride;
+    taps *= r.taps;
+    t.out[d] = static_cast<int32_t>(r.out);
+    t.kernel[d] = static_cast<int32_t>(r.taps);
+    t.stride[d] = static_cast<int32_t>(r.stride);
+    t.pad_lo[d] = static_cast<int32_t>(r.pad_lo);
+    t.kdil[d] = static_cast<int32_t>(r.x_step);
+    t.w_first[d] = static_cast<int32_t>(r.w_first);
+    t.w_step[d] = static_cast<int32_t>(r.w_step);
+    t.out_base += r.out_first * g.out_stride[1 + d];
+    t.out_stride[1 + d] = g.out_stride[1 + d] * r.out_step;
+  }
   t.bias_stride = g.bias_stride;
-  t.flip = g.flip;
   t.has_bias = g.has_bias;
   t.batch = g.batch;
   t.groups = g.groups;
+  t.multiprocessors = std::max(1, dev.multiprocessors);
   t.cpg = static_cast<int32_t>(g.cpg);
   t.opg = static_cast<int32_t>(g.opg);
-  t.taps = static_cast<int32_t>(g.kernel_positions());
+  t.taps = static_cast<int32_t>(taps);
   t.c_blocks = static_cast<int32_t>(ceil_div(g.cpg, kWgmmaConvBlockK));
   t.k_blocks = t.taps * t.c_blocks;
 
   t.block_n = block_n;
   t.stages = implicit_wgmma_stages(block_n);
   t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages);
-  const double box_useful = choose_wgmma_conv_box(g.out, g.stride, block_n, t.tile);
+  const int64_t box_out[kDims] = {std::max<int64_t>(1, out[0]), std::max<int64_t>(1, out[1]),
+                                  std::max<int64_t>(1, out[2])};
+  const double box_useful = choose_wgmma_conv_box(box_out, stride, block_n, t.tile);
   for (int d = 0; d < kDims; ++d) {
-    t.tiles_of[d] = ceil_div(g.out[d], t.tile[d]);
+    t.tiles_of[d] = ceil_div(out[d], t.tile[d]);
     while ((int32_t{1} << t.tile_shift[d]) < t.tile[d]) ++t.tile_shift[d];
   }
   t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
   t.tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
-  t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, std::max(1, dev.multiprocessors)));
+  t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, t.multiprocessors));
 
   double useful = box_useful;
   useful *= static_cast<double>(g.opg) / static_cast<double>(t.o_tiles * kWgmmaConvBlockO);
@@ -170,6 +251,22 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   const double waves = std::ceil(static_cast<double>(t.tiles) / slots);
   t.efficiency = useful * static_cast<double>(t.tiles) / (waves * slots);
   return t;
+}
+
+// The plan of stride phase `phase` of the problem `base` (phase 0's plan) was made for: the same
+// tile width and machine, the grid no larger than base's (a caller's cap).
+inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
+                                                   const ImplicitWgmmaPlan& base,
+                                                   const int32_t (&phase)[kDims]) {
+  DeviceDescription dev;
+  dev.multiprocessors = base.multiprocessors;
+  ImplicitWgmmaPlan t = implicit_wgmma_plan_for(p, dev, base.block_n, phase);
+  t.grid = std::min(t.grid, base.grid);
+  return t;
+}
+
+inline int64_t implicit_wgmma_phase_count(const ImplicitWgmmaPlan& t) {
+  return int64_t{t.phases[0]} * t.phases[1] * t.phases[2];
 }
 
 // Positions per tile: 256 (128 accumulators per consumer thread, the most work per loaded byte)
@@ -194,6 +291,9 @@ inline std::string to_string(const ImplicitWgmmaPlan& t) {
          std::to_string(t.tile[2]) + " stages=" + std::to_string(t.stages) +
          " tiles=" + std::to_string(t.tiles) + " grid=" + std::to_string(t.grid) +
          " smem=" + std::to_string(t.smem_bytes) + " k_blocks=" + std::to_string(t.k_blocks) +
+         (implicit_wgmma_phase_count(t) > 1
+              ? " stride_phases=" + std::to_string(implicit_wgmma_phase_count(t))
+              : std::string()) +
          " efficiency=" + std::to_string(t.efficiency);
 }
 
