@@ -47,7 +47,16 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   const ConvGeometry g = normalize(p);
   EXPECT_TRUE(t.block_n == 128 || t.block_n == 256);
   EXPECT_EQ(t.stages, implicit_wgmma_stages(t.block_n));
-  EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages));
+  EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages, t.tma_store));
+  EXPECT_EQ(t.tma_store, implicit_wgmma_can_store_by_tma(p, t));
+  EXPECT_EQ(int64_t{t.store_box[0]} * t.store_box[1] * t.store_box[2], kWgmmaConvStoreChunk);
+  for (int d = 0; d < kDims; ++d) {
+    EXPECT_LE(t.store_box[d], t.tile[d]);
+    // A store chunk is whole rows of the tile box inside the dims it spans.
+    if (d < kDims - 1 && t.store_box[d] > 1) {
+      EXPECT_EQ(t.store_box[d + 1], t.tile[d + 1]);
+    }
+  }
   EXPECT_LE(t.smem_bytes, kH200.shared_per_block_optin);
   EXPECT_EQ(int64_t{t.tile[0]} * t.tile[1] * t.tile[2], t.block_n);
   for (int d = 0; d < kDims; ++d) EXPECT_EQ(int32_t{1} << t.tile_shift[d], t.tile[d]);
@@ -252,14 +261,15 @@ std::vector<double> load_box(const WgmmaConvMap& m, const unsigned char* base, D
   return box;
 }
 
-void emulate(const EmuCase& ec) {
+// Emulates case ec; counts the launches whose epilogue stores by TMA into *tma_stores.
+void emulate(const EmuCase& ec, int* tma_stores) {
   SCOPED_TRACE(ec.name);
   const Spec& s = ec.spec;
   gemmkit_test::HostTensor x = gemmkit_test::random_tensor(s.dtype, s.x_shape, 21, ec.x_layout);
   gemmkit_test::HostTensor w = gemmkit_test::random_tensor(s.dtype, s.w_shape, 22, ec.w_layout);
   gemmkit_test::HostTensor b = gemmkit_test::random_tensor(s.dtype, {s.w_shape[0]}, 23);
   const std::vector<int64_t> out_shape = conv_output_shape(s.x_shape, s.w_shape, s.params);
-  gemmkit_test::HostTensor out = gemmkit_test::make_tensor(DType::f32, out_shape, ec.out_layout);
+  gemmkit_test::HostTensor out = gemmkit_test::make_tensor(s.out_dtype, out_shape, ec.out_layout);
   const gemmkit_test::Reference ref =
       gemmkit_test::reference_conv(x, w, s.bias ? &b : nullptr, s.params);
 
@@ -281,6 +291,7 @@ void emulate(const EmuCase& ec) {
   // One launch per stride phase, as the launcher runs them.
   const auto run_plan = [&](const ImplicitWgmmaPlan& t) {
     const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t);
+    *tma_stores += t.tma_store ? 1 : 0;
     for (int64_t tile = 0; tile < t.tiles; ++tile) {
       const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
       std::vector<double> acc(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
@@ -300,6 +311,41 @@ void emulate(const EmuCase& ec) {
             acc[static_cast<std::size_t>(o * t.block_n + col)] += sum;
           }
         }
+      }
+      if (t.tma_store) {
+        // TMA stores of the staged chunks through the out map: box element (channel i0, i1, i2,
+        // i3) of chunk q of consumer cw is accumulator row 64 cw + i0, column 64 q + the
+        // element's place in box order; what lies outside the map is dropped.
+        const WgmmaConvMap m = implicit_wgmma_out_map(t, p.out_channels);
+        for (int cw = 0; cw < 2; ++cw) {
+          if (at.o_tile * kWgmmaConvBlockO + 64 * cw >= t.opg) continue;  // past the group
+          for (int q = 0; q < t.block_n / kWgmmaConvStoreChunk; ++q) {
+            int32_t c[5];
+            implicit_wgmma_store_coords(t, at, cw, q, c);
+            for (int i3 = 0; i3 < m.box[3]; ++i3)
+              for (int i2 = 0; i2 < m.box[2]; ++i2)
+                for (int i1 = 0; i1 < m.box[1]; ++i1)
+                  for (int i0 = 0; i0 < m.box[0]; ++i0) {
+                    const int64_t coord[5] = {int64_t{c[0]} + i0, int64_t{c[1]} + i1,
+                                              int64_t{c[2]} + i2, int64_t{c[3]} + i3, c[4]};
+                    bool inside = true;
+                    int64_t bytes = 0;
+                    for (int d = 0; d < 5; ++d) {
+                      inside = inside && coord[d] >= 0 && coord[d] < m.dims[d];
+                      bytes += coord[d] * (d == 0 ? 2 : m.byte_strides[d - 1]);
+                    }
+                    if (!inside) continue;
+                    const int row = 64 * cw + i0;
+                    const int col = q * kWgmmaConvStoreChunk + i1 + m.box[1] * (i2 + m.box[2] * i3);
+                    double v = acc[static_cast<std::size_t>(row * t.block_n + col)];
+                    if (t.has_bias) v += b.at({coord[0]});
+                    const int64_t index = out.offset + t.out_base + bytes / 2;
+                    ASSERT_EQ(written.count(index), 0u) << "output written twice";
+                    written[index] = v;
+                  }
+          }
+        }
+        continue;
       }
       for (int col = 0; col < t.block_n; ++col) {
         int32_t position[kDims];
@@ -349,8 +395,9 @@ std::vector<EmuCase> emulation_cases() {
         c.spec.params.padding_hi = {1};
         c.spec.bias = true;
       });
-  add("1d stride 3 asymmetric pad, c 72 (two channel blocks)", {2, 41, 72}, {12, 5, 72},
+  add("1d stride 3 asymmetric pad, c 72 (two channel blocks), f32 out", {2, 41, 72}, {12, 5, 72},
       [](EmuCase& c) {
+        c.spec.out_dtype = DType::f32;
         c.spec.params.stride = {3};
         c.spec.params.padding_lo = {3};
         c.spec.params.padding_hi = {1};
@@ -362,6 +409,18 @@ std::vector<EmuCase> emulation_cases() {
         c.spec.params.padding_hi = {2, -1};
         c.spec.params.kernel_dilation = {2};
         c.spec.params.stride = {2, 1};
+      });
+  add("2d groups 2, c/g 64, o/g 64 (a consumer's channels past the group)", {1, 9, 10, 128},
+      {128, 3, 3, 64}, [](EmuCase& c) {
+        c.spec.params.groups = 2;
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.bias = true;
+      });
+  add("2d 1024-wide rows, o 72 (a channel tail in the second store box)", {1, 3, 300, 64},
+      {72, 1, 3, 64}, [](EmuCase& c) {
+        c.spec.params.padding_lo = {0, 1};
+        c.spec.params.padding_hi = {0, 1};
       });
   add("3d stride 1x2x1, groups 2, c/g 64", {1, 4, 7, 5, 128}, {8, 3, 2, 3, 64}, [](EmuCase& c) {
     c.spec.params.groups = 2;
@@ -412,7 +471,10 @@ std::vector<EmuCase> emulation_cases() {
 }
 
 TEST(ConvImplicitWgmma, EmulatedKernelMatchesTheDefinition) {
-  for (const EmuCase& c : emulation_cases()) emulate(c);
+  int tma_stores = 0;
+  for (const EmuCase& c : emulation_cases()) emulate(c, &tma_stores);
+  // Both epilogues are exercised: 16-bit outs with TMA-able strides, and the others.
+  EXPECT_GE(tma_stores, 8);
 }
 
 TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
@@ -435,16 +497,16 @@ TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
   EXPECT_EQ(select_conv_config(make_problem(narrow), kH200, r).path, ConvPath::implicit_wgmma);
   r.implicit = ImplicitChoice::mma;
   EXPECT_EQ(select_conv_config(make_problem(s), kH200, r).path, ConvPath::implicit_gemm);
-  // Transposed convolutions (stride phases) only when asked; where it does not apply (another GPU),
-  // the mma.sync kernel serves.
+  // Transposed convolutions run as stride phases under auto too; where it does not apply (another
+  // GPU), the mma.sync kernel serves.
   r.implicit = ImplicitChoice::automatic;
-  Spec transposed = conv_spec({1, 8, 8, 64}, {64, 4, 4, 64});
+  Spec transposed = conv_spec({1, 32, 32, 64}, {64, 4, 4, 64});
   transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
-  EXPECT_EQ(select_conv_config(make_problem(transposed), kH200, r).path, ConvPath::implicit_gemm);
-  r.implicit = ImplicitChoice::wgmma;
   const ConvConfig phased = select_conv_config(make_problem(transposed), kH200, r);
   EXPECT_EQ(phased.path, ConvPath::implicit_wgmma) << to_string(phased);
   EXPECT_NE(phased.reason.find("stride_phases=4"), std::string::npos) << phased.reason;
+  r.implicit = ImplicitChoice::mma;
+  EXPECT_EQ(select_conv_config(make_problem(transposed), kH200, r).path, ConvPath::implicit_gemm);
   r.implicit = ImplicitChoice::automatic;
   DeviceDescription ampere;
   ampere.sm_major = 8;

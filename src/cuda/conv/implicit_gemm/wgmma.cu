@@ -1,7 +1,7 @@
-// Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation and
-// weight tensor maps of the plan, picks the instantiation (input dtype, output dtype, positions
-// per tile), raises the kernel's shared memory limit once per device and launches the persistent
-// grid, once per stride phase for a transposed convolution.
+// Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation,
+// weight and (TMA-store epilogue) out tensor maps of the plan, picks the instantiation (input
+// dtype, output dtype, positions per tile, epilogue), raises the kernel's shared memory limit once
+// per device and launches the persistent grid, once per stride phase for a transposed convolution.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -23,18 +23,36 @@ CUtensorMap encode(const void* base, const WgmmaConvMap& m) {
   return tensor_map_16bit_sw128(base, 5, m.dims, m.byte_strides, m.box, m.element_strides);
 }
 
-template <typename T, typename TOut, int kBN>
+template <typename T, typename TOut, int kBN, bool kTmaStore>
 void launch_typed(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
-                  const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
+                  const CUtensorMap& x_map, const CUtensorMap& w_map, const CUtensorMap& out_map,
+                  cudaStream_t stream) {
   constexpr int kStages = implicit_wgmma_stages(kBN);
+  constexpr int64_t kSmem = implicit_wgmma_smem_bytes(kBN, kStages, kTmaStore);
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = conv_implicit_wgmma_kernel<T, TOut, kBN, kStages>;
-  allow_shared_memory(kernel, implicit_wgmma_smem_bytes(kBN, kStages), smem_set);
+  const auto kernel = conv_implicit_wgmma_kernel<T, TOut, kBN, kStages, kTmaStore>;
+  allow_shared_memory(kernel, kSmem, smem_set);
   kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
-           static_cast<size_t>(implicit_wgmma_smem_bytes(kBN, kStages)), stream>>>(
-      x_map, w_map, plan, p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr,
+           static_cast<size_t>(kSmem), stream>>>(
+      x_map, w_map, out_map, plan, p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr,
       static_cast<TOut*>(p.out.data));
   GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename TOut, int kBN>
+void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
+                     const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
+  if constexpr (sizeof(TOut) == 2) {
+    if (plan.tma_store) {
+      const CUtensorMap out_map = encode(static_cast<const char*>(p.out.data) + plan.out_base * 2,
+                                         implicit_wgmma_out_map(plan, p.out_channels));
+      return launch_typed<T, TOut, kBN, true>(p, plan, x_map, w_map, out_map, stream);
+    }
+  }
+  if (plan.tma_store) {
+    throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM TMA store of f32 out");
+  }
+  launch_typed<T, TOut, kBN, false>(p, plan, x_map, w_map, CUtensorMap{}, stream);
 }
 
 }  // namespace
@@ -61,9 +79,9 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
       if constexpr (std::is_same_v<T, float>) {
         throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
       } else if (t.block_n == 256) {
-        launch_typed<T, TOut, 256>(p, t, x_map, w_map, stream);
+        launch_epilogue<T, TOut, 256>(p, t, x_map, w_map, stream);
       } else {
-        launch_typed<T, TOut, 128>(p, t, x_map, w_map, stream);
+        launch_epilogue<T, TOut, 128>(p, t, x_map, w_map, stream);
       }
     });
   };

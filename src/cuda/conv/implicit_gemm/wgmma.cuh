@@ -15,6 +15,12 @@
 // free its stage when the next block's are issued; the epilogue of a tile overlaps the producer's
 // loads of the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its
 // coordinate arithmetic spilled at 24).
+// Epilogue (kTmaStore, 16-bit out whose map TMA can write): each consumer warpgroup rounds its
+// accumulators (+ bias) 64 positions at a time, transposes them into a swizzled staging buffer with
+// stmatrix (a position's 64 channels per 128-byte row) and one thread stores the chunk as a box of
+// the out map, which drops what lies outside out; two buffers per warpgroup, so the next chunk is
+// written while the last one is stored, and the next tile's MMAs start while stores drain. Else a
+// store per element (f32 out, out strides or channel tiles TMA cannot take).
 // Wins: dense and grouped 2-D / 3-D layers with channels >= 64, where the mma.sync implicit GEMM
 // (implicit_gemm.cuh) runs at well under half of the tensor-core peak (docs/perf.md).
 #pragma once
@@ -44,12 +50,14 @@ __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* 
 
 }  // namespace wgmma_conv_detail
 
-template <typename T, typename TOut, int kBN, int kStages>
+template <typename T, typename TOut, int kBN, int kStages, bool kTmaStore>
 __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     conv_implicit_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
                                const __grid_constant__ CUtensorMap w_map,
+                               const __grid_constant__ CUtensorMap out_map,
                                const __grid_constant__ ImplicitWgmmaPlan plan, const T* bias,
                                TOut* out) {
+  static_assert(!kTmaStore || sizeof(TOut) == 2, "TMA stores of 16-bit out");
   constexpr int kWeightBytes = kWgmmaConvBlockO * kWgmmaConvBlockK * 2;
   constexpr int kActivationBytes = kBN * kWgmmaConvBlockK * 2;
   constexpr int kStageBytes = kWeightBytes + kActivationBytes;
@@ -58,7 +66,9 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   extern __shared__ __align__(1024) char shared_raw[];
   uint8_t* shared = reinterpret_cast<uint8_t*>(
       shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u));
-  uint64_t* full = reinterpret_cast<uint64_t*>(shared + kStages * kStageBytes);
+  constexpr int kChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
+  uint8_t* const staging = shared + kStages * kStageBytes;  // kTmaStore: 2 x 2 chunk buffers
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + (kTmaStore ? kWgmmaConvStagingBytes : 0));
   uint64_t* empty = full + kStages;
   const auto weight_box = [&](int stage) { return shared + stage * kStageBytes; };
   const auto activation_box = [&](int stage) {
@@ -81,6 +91,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     if (threadIdx.x != 0) return;
     ptx::prefetch_tensor_map(&x_map);
     ptx::prefetch_tensor_map(&w_map);
+    if constexpr (kTmaStore) ptx::prefetch_tensor_map(&out_map);
     int stage = 0;
     uint32_t phase = 0;
     for (int64_t tile = blockIdx.x; tile < plan.tiles; tile += gridDim.x) {
@@ -133,7 +144,6 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
     const int32_t row0 = static_cast<int32_t>(tile_at.o_tile) * kWgmmaConvBlockO + consumer * 64 +
                          warp * 16 + lane / 4;  // output channel within the group
-    const int64_t channel_stride = plan.out_stride[kDims + 1];
     const bool row_ok[2] = {row0 < plan.opg, row0 + 8 < plan.opg};
     float bias_value[2] = {0.f, 0.f};
     if (plan.has_bias) {
@@ -141,6 +151,49 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       if (row_ok[0]) bias_value[0] = to_float(bias[first * plan.bias_stride]);
       if (row_ok[1]) bias_value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
     }
+    if constexpr (kTmaStore) {
+      // A warpgroup whose 64 channels lie past the group's (o / groups = 64 with groups) stores
+      // nothing: its box would cover the next group's channels.
+      if (static_cast<int32_t>(tile_at.o_tile) * kWgmmaConvBlockO + consumer * 64 >= plan.opg) {
+        continue;
+      }
+      const auto value = [&](int j, int r2, int half) {
+        const float v = acc[4 * j + 2 * r2 + half];
+        return plan.has_bias ? v + bias_value[r2] : v;
+      };
+      // Lane l addresses row l % 8 of matrix l / 8 of each stmatrix: matrix m holds columns
+      // 8 (jj + m / 2) .. + 7 of the chunk and the warp's channels 16 warp + 8 (m % 2) .. + 7,
+      // one 16-byte unit of each position's row, placed by the 128-byte swizzle.
+      const int m = lane / 8;
+#pragma unroll
+      for (int q = 0; q < kBN / kWgmmaConvStoreChunk; ++q) {
+        uint8_t* const buffer = staging + (consumer * 2 + (q & 1)) * kChunkBytes;
+        if (t == 0) ptx::bulk_wait_group_read<1>();  // the buffer's store of two chunks ago
+        ptx::named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+        for (int jj = 0; jj < 8; jj += 2) {
+          uint32_t r[4];
+#pragma unroll
+          for (int mm = 0; mm < 4; ++mm) {
+            const int j = 8 * q + jj + mm / 2;
+            r[mm] = round_pair<TOut>(value(j, mm % 2, 0), value(j, mm % 2, 1));
+          }
+          const int row = 8 * (jj + m / 2) + lane % 8;
+          const int unit = (warp * 2 + m % 2) ^ (row & 7);
+          ptx::stmatrix_x4_trans(ptx::smem_address(buffer + row * 128 + unit * 16), r);
+        }
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_sync(1 + consumer, 128);
+        if (t == 0) {
+          int32_t c[5];
+          implicit_wgmma_store_coords(plan, tile_at, consumer, q, c);
+          ptx::tma_store_5d(&out_map, buffer, c[0], c[1], c[2], c[3], c[4]);
+          ptx::bulk_commit_group();
+        }
+      }
+      continue;
+    }
+    const int64_t channel_stride = plan.out_stride[kDims + 1];
     TOut* const tile_out =
         out + implicit_wgmma_tile_out_base(plan, tile_at) + int64_t{row0} * channel_stride;
 #pragma unroll
@@ -160,6 +213,9 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
         }
       }
     }
+  }
+  if constexpr (kTmaStore) {
+    if (t == 0) ptx::bulk_wait_group_all();  // the staging stays valid until the stores are done
   }
 }
 

@@ -40,13 +40,21 @@ constexpr int kWgmmaConvThreads = 384;  // one producer and two consumer warpgro
 constexpr int kWgmmaConvMaxBox = 256;
 constexpr int kWgmmaConvMaxStride = 8;
 
+// The epilogue through TMA stores (16-bit out): each consumer warpgroup stages its 64 channels of
+// kWgmmaConvStoreChunk positions at a time in one of two 128-byte-swizzled buffers (a position per
+// 128-byte row) and stores the chunk as one box of the out map.
+constexpr int kWgmmaConvStoreChunk = 64;
+constexpr int64_t kWgmmaConvStagingBytes = int64_t{2} * 2 * kWgmmaConvStoreChunk * 64 * 2;
+
 // Shared memory of a (kBN, stages) instance: 1024 bytes of alignment slack, the stages (weight box
-// 128 x 64 and activation box kBN x 64, 16-bit), then full and empty mbarriers per stage.
+// 128 x 64 and activation box kBN x 64, 16-bit), the store staging where the epilogue stores by
+// TMA, then full and empty mbarriers per stage.
 constexpr int64_t implicit_wgmma_stage_bytes(int block_n) {
   return int64_t{kWgmmaConvBlockO + block_n} * kWgmmaConvBlockK * 2;
 }
-constexpr int64_t implicit_wgmma_smem_bytes(int block_n, int stages) {
-  return 1024 + stages * implicit_wgmma_stage_bytes(block_n) + 2 * int64_t{stages} * 8;
+constexpr int64_t implicit_wgmma_smem_bytes(int block_n, int stages, bool tma_store) {
+  return 1024 + stages * implicit_wgmma_stage_bytes(block_n) +
+         (tma_store ? kWgmmaConvStagingBytes : 0) + 2 * int64_t{stages} * 8;
 }
 // The stages each instance is built with (the shared memory of one CTA per SM).
 constexpr int implicit_wgmma_stages(int block_n) {
@@ -67,6 +75,10 @@ struct ImplicitWgmmaPlan {
   int32_t w_step[kDims] = {1, 1, 1};   // and its step per window tap (-1 when flipped)
   int64_t bias_stride = 0;
   bool has_bias = false;
+  // Epilogue: TMA stores of out's map (implicit_wgmma_out_map) in boxes of store_box positions
+  // (d, h, w; kWgmmaConvStoreChunk in all), else a store per element.
+  bool tma_store = false;
+  int32_t store_box[kDims] = {1, 1, 1};
   // Stride phases of a transposed convolution (input dilation per dim; 1 = none), and the phase
   // this plan is of.
   int32_t phases[kDims] = {1, 1, 1};
@@ -173,6 +185,20 @@ GEMMKIT_CONV_HD int64_t implicit_wgmma_position_offset(const ImplicitWgmmaPlan& 
          int64_t{position[2]} * p.out_stride[3];
 }
 
+// The out-map box coordinates (channel, w, h, d, n) of store chunk `chunk` (positions
+// chunk * kWgmmaConvStoreChunk ..) of consumer warpgroup `consumer` in tile t: the chunk is a
+// sub-box of the tile's power-of-two box, its columns in the box's order.
+GEMMKIT_CONV_HD void implicit_wgmma_store_coords(const ImplicitWgmmaPlan& p, const WgmmaConvTile& t,
+                                                 int consumer, int chunk, int32_t (&c)[5]) {
+  const int32_t column = chunk * kWgmmaConvStoreChunk;
+  c[0] = static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * kWgmmaConvBlockO +
+         consumer * 64;
+  c[1] = t.p0[2] + (column & (p.tile[2] - 1));
+  c[2] = t.p0[1] + ((column >> p.tile_shift[2]) & (p.tile[1] - 1));
+  c[3] = t.p0[0] + (column >> (p.tile_shift[2] + p.tile_shift[1]));
+  c[4] = static_cast<int32_t>(t.n);
+}
+
 // ---- Tensor maps (host) ---------------------------------------------------------------------
 
 // What the launcher encodes: a 5-D map of 16-bit elements, innermost first.
@@ -221,6 +247,22 @@ inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g) {
   m.box[0] = kWgmmaConvBlockK;
   m.box[1] = m.box[2] = m.box[3] = 1;
   m.box[4] = kWgmmaConvBlockO;
+  return m;
+}
+
+// The out map of plan p (out with `o` channels in all): (o, w, h, d, n) of the plan's outputs
+// (a phase's: every s-th position from out_base), box (64, store_box), no swizzle beyond the
+// staging's 128-byte one.
+inline WgmmaConvMap implicit_wgmma_out_map(const ImplicitWgmmaPlan& p, int64_t o) {
+  WgmmaConvMap m;
+  const int64_t dims[5] = {o, p.out[2], p.out[1], p.out[0], p.batch};
+  const int64_t strides[5] = {1, p.out_stride[3], p.out_stride[2], p.out_stride[1],
+                              p.out_stride[0]};
+  for (int d = 0; d < 5; ++d) m.dims[d] = dims[d];
+  wgmma_conv_byte_strides(dims, strides, m.byte_strides);
+  m.box[0] = 64;
+  for (int d = 0; d < kDims; ++d) m.box[3 - d] = p.store_box[d];
+  m.box[4] = 1;
   return m;
 }
 

@@ -154,12 +154,45 @@ inline std::string why_not_implicit_wgmma(const detail::ConvProblem& p,
   const int64_t k_blocks =
       p.kernel_positions() * ceil_div(p.in_channels_per_group, kWgmmaConvBlockK);
   if (k_blocks >= (int64_t{1} << 31)) return "the reduction's k blocks reach 2^31";
-  if (dev.shared_per_block_optin < implicit_wgmma_smem_bytes(256, implicit_wgmma_stages(256))) {
-    return "needs " + std::to_string(implicit_wgmma_smem_bytes(256, implicit_wgmma_stages(256))) +
+  const int64_t most_smem = implicit_wgmma_smem_bytes(256, implicit_wgmma_stages(256), true);
+  if (dev.shared_per_block_optin < most_smem) {
+    return "needs " + std::to_string(most_smem) +
            " bytes of shared memory per block, the device allows " +
            std::to_string(dev.shared_per_block_optin);
   }
   return "";
+}
+
+// Whether the epilogue of plan t (its tiles and out view chosen) can store by TMA: 16-bit out
+// with unit channel stride, the view's first element 16-byte aligned, its position strides
+// positive multiples of 8 elements below 2^39, and every 64-channel store box within one group
+// (boxes that start past the group's channels are not stored).
+inline bool implicit_wgmma_can_store_by_tma(const detail::ConvProblem& p,
+                                            const ImplicitWgmmaPlan& t) {
+  if (p.out.dtype != DType::bf16 && p.out.dtype != DType::f16) return false;
+  if (channel_stride(p.out) != 1) return false;
+  if (t.groups > 1 && t.opg % 64 != 0) return false;
+  const uint64_t first = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p.out.data)) +
+                         static_cast<uint64_t>(t.out_base) * 2;
+  if (address_alignment(first) < 16) return false;
+  const int64_t extents[kDims + 1] = {t.batch, t.out[0], t.out[1], t.out[2]};
+  for (int d = 0; d <= kDims; ++d) {
+    const int64_t stride = t.out_stride[d];
+    if (extents[d] > 1 && (stride <= 0 || stride % 8 != 0 || stride >= (int64_t{1} << 39))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The store box of a tile box (d, h, w extents, powers of two whose product is at least
+// kWgmmaConvStoreChunk): the first kWgmmaConvStoreChunk positions in the box's order.
+inline void implicit_wgmma_store_box(const int32_t (&tile)[kDims], int32_t (&box)[kDims]) {
+  int32_t left = kWgmmaConvStoreChunk;
+  for (int d = kDims - 1; d >= 0; --d) {
+    box[d] = std::min(tile[d], left);
+    left /= box[d];
+  }
 }
 
 // ---- Plan -------------------------------------------------------------------------------------
@@ -231,7 +264,6 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
 
   t.block_n = block_n;
   t.stages = implicit_wgmma_stages(block_n);
-  t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages);
   const int64_t box_out[kDims] = {std::max<int64_t>(1, out[0]), std::max<int64_t>(1, out[1]),
                                   std::max<int64_t>(1, out[2])};
   const double box_useful = choose_wgmma_conv_box(box_out, stride, block_n, t.tile);
@@ -239,6 +271,9 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
     t.tiles_of[d] = ceil_div(out[d], t.tile[d]);
     while ((int32_t{1} << t.tile_shift[d]) < t.tile[d]) ++t.tile_shift[d];
   }
+  t.tma_store = implicit_wgmma_can_store_by_tma(p, t);
+  implicit_wgmma_store_box(t.tile, t.store_box);
+  t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages, t.tma_store);
   t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
   t.tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
   t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, t.multiprocessors));
@@ -291,6 +326,7 @@ inline std::string to_string(const ImplicitWgmmaPlan& t) {
          std::to_string(t.tile[2]) + " stages=" + std::to_string(t.stages) +
          " tiles=" + std::to_string(t.tiles) + " grid=" + std::to_string(t.grid) +
          " smem=" + std::to_string(t.smem_bytes) + " k_blocks=" + std::to_string(t.k_blocks) +
+         (t.tma_store ? " store=tma" : " store=elementwise") +
          (implicit_wgmma_phase_count(t) > 1
               ? " stride_phases=" + std::to_string(implicit_wgmma_phase_count(t))
               : std::string()) +
