@@ -68,7 +68,7 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   }
   EXPECT_GE(t.o_tiles * kWgmmaConvBlockO, t.opg);
   EXPECT_LT((t.o_tiles - 1) * kWgmmaConvBlockO, t.opg);
-  EXPECT_EQ(t.tiles,
+  EXPECT_EQ(t.base_tiles,
             g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles);
   EXPECT_EQ(t.k_blocks, t.taps * t.c_blocks);
   EXPECT_GE(int64_t{t.c_blocks} * kWgmmaConvBlockK, t.cpg);
@@ -78,6 +78,25 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   EXPECT_GT(t.efficiency, 0.0);
   EXPECT_LE(t.efficiency, 1.0);
   EXPECT_LE(t.efficiency, t.tile_efficiency);
+  // Reduction segments: the k blocks cut into k_segments runs of segment_blocks (the last
+  // shorter), 128-position tiles; the parallel form's work items and partials.
+  EXPECT_GE(t.k_segments, 1);
+  EXPECT_GE(int64_t{t.k_segments} * t.segment_blocks, t.k_blocks);
+  EXPECT_LT(int64_t{t.k_segments - 1} * t.segment_blocks, t.k_blocks);
+  if (t.k_segments > 1) {
+    EXPECT_EQ(t.block_n, 128);
+  }
+  EXPECT_EQ(t.tiles, t.base_tiles * (t.split_parallel ? t.k_segments : 1));
+  if (t.split_parallel) {
+    EXPECT_EQ(t.workspace_bytes,
+              int64_t{t.k_segments} * t.base_tiles * kWgmmaConvBlockO * t.block_n * 4);
+    const int64_t last =
+        implicit_wgmma_partial_index(t, t.k_segments - 1, t.base_tiles - 1, t.block_n / 8 - 1, 255);
+    EXPECT_EQ((last + 1) * 16, t.workspace_bytes);
+    EXPECT_EQ(implicit_wgmma_partial_index(t, 0, 0, 1, 0), 256);
+  } else {
+    EXPECT_EQ(t.workspace_bytes, 0);
+  }
 }
 
 TEST(ConvImplicitWgmma, SuiteRowsAreEligibleWithFullBoxes) {
@@ -105,17 +124,19 @@ TEST(ConvImplicitWgmma, SuiteRowsAreEligibleWithFullBoxes) {
   for (const Row& r : rows) {
     const ConvProblem p = make_problem(r.spec);
     ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "") << r.name;
-    const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200);
+    const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200, kDefaultWorkspaceBytes);
     expect_plan_valid(p, t, r.name);
     EXPECT_GE(t.tile_efficiency, r.min_efficiency) << r.name << ": " << to_string(t);
   }
   // The VAE's wide rows take a 256-wide box along w, the 128-wide ones two rows of 128.
-  const ImplicitWgmmaPlan wide = implicit_wgmma_plan(
-      make_problem(conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1)), kH200);
+  const ImplicitWgmmaPlan wide =
+      implicit_wgmma_plan(make_problem(conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1)), kH200,
+                          kDefaultWorkspaceBytes);
   EXPECT_EQ(wide.tile[2], 256);
   EXPECT_EQ(wide.tile[1], 1);
   const ImplicitWgmmaPlan mid =
-      implicit_wgmma_plan(make_problem(conv_spec({1, 128, 128, 512}, {512, 3, 3, 512}, 1)), kH200);
+      implicit_wgmma_plan(make_problem(conv_spec({1, 128, 128, 512}, {512, 3, 3, 512}, 1)), kH200,
+                          kDefaultWorkspaceBytes);
   EXPECT_EQ(mid.tile[2] * mid.tile[1], mid.block_n);
   EXPECT_LE(mid.tile[2], 128);
 }
@@ -199,7 +220,7 @@ TEST(ConvImplicitWgmma, TensorMapsMeetTmaRules) {
   const ConvProblem p = make_problem(s);
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
   const ConvGeometry g = normalize(p);
-  const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200);
+  const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200, kDefaultWorkspaceBytes);
   for (const WgmmaConvMap& m : {implicit_wgmma_x_map(g, t), implicit_wgmma_w_map(g)}) {
     EXPECT_EQ(m.box[0] * 2, 128);  // one swizzled row
     int64_t rows = 1;
@@ -233,6 +254,7 @@ struct EmuCase {
   Spec spec;
   gemmkit_test::Layout x_layout, w_layout, out_layout;
   int block_n = 0;  // 0: as the plan chooses
+  int64_t workspace_budget = kDefaultWorkspaceBytes;
 };
 
 // A TMA box load on the host: box `m` of the 16-bit tensor at `base` from coordinates `c`
@@ -279,8 +301,8 @@ void emulate(const EmuCase& ec, int* tma_stores) {
   p.out = out.view();
   if (s.bias) p.bias = b.view();
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
-  const ImplicitWgmmaPlan base =
-      ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n) : implicit_wgmma_plan(p, kH200);
+  const ImplicitWgmmaPlan base = ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n)
+                                            : implicit_wgmma_plan(p, kH200, ec.workspace_budget);
   expect_plan_valid(p, base, ec.name);
   const ConvGeometry g = normalize(p);
   const WgmmaConvMap w_map = implicit_wgmma_w_map(g);
@@ -292,10 +314,25 @@ void emulate(const EmuCase& ec, int* tma_stores) {
   const auto run_plan = [&](const ImplicitWgmmaPlan& t) {
     const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t);
     *tma_stores += t.tma_store ? 1 : 0;
-    for (int64_t tile = 0; tile < t.tiles; ++tile) {
-      const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
-      std::vector<double> acc(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
-      for (int32_t kb = 0; kb < t.k_blocks; ++kb) {
+    // Work items (a tile, or one k segment of it when split_parallel) add into their tile's
+    // accumulators; every k block of a tile must be reduced exactly once.
+    std::map<int64_t, std::vector<double>> tile_acc;
+    std::map<int64_t, std::vector<int>> reduced;  // per tile, per k block: times reduced
+    for (int64_t item = 0; item < t.tiles; ++item) {
+      const WgmmaConvItem it = implicit_wgmma_item(t, item);
+      ASSERT_GE(it.tile, 0);
+      ASSERT_LT(it.tile, t.base_tiles);
+      ASSERT_LT(it.kb_begin, it.kb_end);
+      if (t.split_parallel) {
+        ASSERT_LE(it.kb_end - it.kb_begin, t.segment_blocks);
+      }
+      const WgmmaConvTile at = implicit_wgmma_tile(t, it.tile);
+      std::vector<double>& acc = tile_acc[it.tile];
+      acc.resize(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
+      std::vector<int>& times = reduced[it.tile];
+      times.resize(static_cast<std::size_t>(t.k_blocks), 0);
+      for (int32_t kb = it.kb_begin; kb < it.kb_end; ++kb) {
+        ++times[static_cast<std::size_t>(kb)];
         const WgmmaConvCoords c = implicit_wgmma_coords(t, at, kb);
         const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
         const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
@@ -312,7 +349,16 @@ void emulate(const EmuCase& ec, int* tma_stores) {
           }
         }
       }
-      if (t.tma_store) {
+    }
+    ASSERT_EQ(static_cast<int64_t>(tile_acc.size()), t.base_tiles);
+    for (const auto& [tile, times] : reduced) {
+      for (const int n : times) ASSERT_EQ(n, 1) << "tile " << tile << ": a k block reduced " << n;
+    }
+    for (const auto& [tile, acc] : tile_acc) {
+      const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
+      // split_parallel plans store through the fold kernel, which stores as the per-element
+      // epilogue does; the others as the kernel's epilogue.
+      if (t.tma_store && !t.split_parallel) {
         // TMA stores of the staged chunks through the out map: box element (channel i0, i1, i2,
         // i3) of chunk q of consumer cw is accumulator row 64 cw + i0, column 64 q + the
         // element's place in box order; what lies outside the map is dropped.
@@ -422,6 +468,18 @@ std::vector<EmuCase> emulation_cases() {
         c.spec.params.padding_lo = {0, 1};
         c.spec.params.padding_hi = {0, 1};
       });
+  add("k split in 4 segments, parallel (partials and the fold), bias", {1, 8, 8, 256},
+      {64, 3, 3, 256}, [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.bias = true;
+      });
+  add("k split in 4 segments, chained (no workspace), 16-bit out by TMA", {1, 8, 8, 256},
+      {64, 3, 3, 256}, [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.workspace_budget = 0;
+      });
   add("3d stride 1x2x1, groups 2, c/g 64", {1, 4, 7, 5, 128}, {8, 3, 2, 3, 64}, [](EmuCase& c) {
     c.spec.params.groups = 2;
     c.spec.params.stride = {1, 2, 1};
@@ -475,6 +533,46 @@ TEST(ConvImplicitWgmma, EmulatedKernelMatchesTheDefinition) {
   for (const EmuCase& c : emulation_cases()) emulate(c, &tma_stores);
   // Both epilogues are exercised: 16-bit outs with TMA-able strides, and the others.
   EXPECT_GE(tma_stores, 8);
+}
+
+TEST(ConvImplicitWgmma, ReductionSegmentsFollowOneImage) {
+  // FLUX.2 VAE mid layer at 256x256 (32 x 32 positions, 512 -> 512): 32 tiles of 128 positions
+  // per image fill a quarter of the H200, K = 72 blocks: 4 segments of 18, run in parallel.
+  const Spec mid = conv_spec({1, 32, 32, 512}, {512, 3, 3, 512}, 1);
+  const ImplicitWgmmaPlan one =
+      implicit_wgmma_plan(make_problem(mid), kH200, kDefaultWorkspaceBytes);
+  EXPECT_EQ(one.k_segments, 4) << to_string(one);
+  EXPECT_EQ(one.segment_blocks, 18);
+  EXPECT_TRUE(one.split_parallel);
+  EXPECT_EQ(one.tiles, 128);
+  EXPECT_NE(to_string(one).find("k_segments=4x18 split=parallel"), std::string::npos);
+  // The same segments for a batch of 8 (bits of an image independent of the batch), chained in
+  // the CTA once the tiles fill the machine; and without workspace.
+  Spec batch = mid;
+  batch.x_shape[0] = 8;
+  const ImplicitWgmmaPlan eight =
+      implicit_wgmma_plan(make_problem(batch), kH200, kDefaultWorkspaceBytes);
+  EXPECT_EQ(eight.k_segments, 4);
+  EXPECT_EQ(eight.segment_blocks, 18);
+  EXPECT_FALSE(eight.split_parallel);
+  EXPECT_EQ(eight.tiles, eight.base_tiles);
+  const ImplicitWgmmaPlan tight = implicit_wgmma_plan(make_problem(mid), kH200, 1 << 20);
+  EXPECT_EQ(tight.k_segments, 4);
+  EXPECT_FALSE(tight.split_parallel);
+  for (const ImplicitWgmmaPlan& t : {one, eight, tight}) {
+    expect_plan_valid(make_problem(t.batch == 8 ? batch : mid), t, "segments");
+  }
+  // Layers whose image fills the machine, or with short K, keep one chain.
+  EXPECT_EQ(implicit_wgmma_segments(
+                make_problem(conv_spec({1, 128, 128, 512}, {512, 3, 3, 512}, 1)), kH200),
+            1);
+  EXPECT_EQ(
+      implicit_wgmma_segments(make_problem(conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1)), kH200), 1);
+  EXPECT_EQ(implicit_wgmma_segments_for(1, 100, 132), 8);   // capped
+  EXPECT_EQ(implicit_wgmma_segments_for(40, 100, 132), 3);  // by the machine
+  EXPECT_EQ(implicit_wgmma_segments_for(10, 20, 132), 2);   // by K
+  EXPECT_EQ(implicit_wgmma_segments_for(70, 100, 132), 1);  // over half the machine
+  EXPECT_EQ(implicit_wgmma_segments_for(40, 30, 132), 3);   // 30 blocks: segments of 10
 }
 
 TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {

@@ -122,7 +122,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
                                    ? std::string("GEMMKIT_CONV_IMPLICIT is mma")
                                    : why_not_implicit_wgmma(p, dev);
   const ImplicitWgmmaPlan wgmma =
-      no_wgmma.empty() ? implicit_wgmma_plan(p, dev) : ImplicitWgmmaPlan{};
+      no_wgmma.empty() ? implicit_wgmma_plan(p, dev, budget) : ImplicitWgmmaPlan{};
   const auto implicit_choice = [&](const std::string& reason) {
     if (no_wgmma.empty() && (request.implicit == ImplicitChoice::wgmma || !no_implicit.empty() ||
                              prefer_implicit_wgmma(wgmma, implicit))) {
@@ -158,7 +158,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     }
     if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
     if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
-      return implicit_choice("implicit GEMM (no unfold, no workspace)");
+      return implicit_choice("implicit GEMM (no unfold)");
     }
     if (!no_implicit.empty()) {
       no_unfold_prefix = "implicit GEMM: " + no_implicit + "; ";

@@ -2,10 +2,11 @@
 // directly through launch_conv_implicit_wgmma: a parameter matrix (1-3 spatial dims, strides up
 // to 4, asymmetric and negative padding, kernel dilation, flip, transposed convolutions as stride
 // phases, groups with c/groups 64 and 128,
-// bias, position, channel and reduction tails, strided x / out views) on every dtype pair,
+// bias, position, channel and reduction tails, strided x / out views, the reduction in k
+// segments) on every dtype pair,
 // against the double reference and the CPU backend, outputs poisoned before each run; the same
 // bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, and for each image
-// alone against the batch (batch invariance); a VAE-sized layer.
+// alone against the batch (batch invariance), parallel against chained segments; VAE layers.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "api/validate.h"
 #include "common/problems.h"
 #include "cuda/conv/common/launch.h"
+#include "cuda/conv/common/request.h"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 
@@ -53,7 +55,8 @@ ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0) {
   const cuda::conv_impl::DeviceDescription dev = cuda::conv_impl::describe_device(0);
   EXPECT_EQ(cuda::conv_impl::why_not_implicit_wgmma(p, dev), "");
   return block_n ? cuda::conv_impl::implicit_wgmma_plan_for(p, dev, block_n)
-                 : cuda::conv_impl::implicit_wgmma_plan(p, dev);
+                 : cuda::conv_impl::implicit_wgmma_plan(p, dev,
+                                                        cuda::conv_impl::kDefaultWorkspaceBytes);
 }
 
 void launch_and_wait(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan) {
@@ -178,6 +181,20 @@ std::vector<Case> matrix() {
     c.bias = true;
     v.push_back(c);
   }
+  {
+    // Small images, long K: the reduction in 4 segments (parallel partials and the fold).
+    Case c = conv_spec("k split 4 segments c256 o64 bias", {1, 8, 8, 256}, {64, 3, 3, 256});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = conv_spec("k split, channel tails c200 o72", {2, 6, 7, 200}, {72, 3, 3, 200});
+    c.params.padding_lo = {1, 0};
+    c.params.padding_hi = {0, 1};
+    v.push_back(c);
+  }
   return v;
 }
 
@@ -201,6 +218,16 @@ void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
   ImplicitWgmmaPlan small = plan;
   small.grid = 3;
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(small))) << what << ": grid of 3 differs";
+  if (plan.k_segments > 1) {
+    // The same segments chained in the CTA (no workspace) against the parallel form.
+    EXPECT_TRUE(plan.split_parallel) << what;
+    const ImplicitWgmmaPlan chained = cuda::conv_impl::implicit_wgmma_plan_for(
+        p, cuda::conv_impl::describe_device(0), 128, {0, 0, 0}, plan.k_segments, 0);
+    EXPECT_FALSE(chained.split_parallel);
+    EXPECT_TRUE(gemmkit_test::same_bits(first, run(chained)))
+        << what << ": chained segments differ from the parallel ones";
+    return;
+  }
   const ImplicitWgmmaPlan other = plan_or_fail(p, plan.block_n == 256 ? 128 : 256);
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(other)))
       << what << ": " << other.block_n << "-position tiles differ";
@@ -225,36 +252,47 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
   GEMMKIT_REQUIRE_HOPPER();
   const std::vector<Case> cases = matrix();
   uint64_t seed = 9500;
-  for (const std::size_t i :
-       {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6}, std::size_t{12}}) {
+  for (const std::size_t i : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6},
+                              std::size_t{12}, cases.size() - 2}) {
     const Case& c = cases.at(i);
     PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
     const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
                                                prepared.device_bias, prepared.dout.view, c.params);
-    for (const int block_n : {128, 256}) {
-      const ImplicitWgmmaPlan plan = plan_or_fail(p, block_n);
+    // Both tile widths, or (the k-split case) the parallel and the chained segments.
+    const ImplicitWgmmaPlan chosen = plan_or_fail(p);
+    std::vector<ImplicitWgmmaPlan> plans{plan_or_fail(p, 128), plan_or_fail(p, 256)};
+    if (chosen.k_segments > 1) {
+      plans = {chosen,
+               cuda::conv_impl::implicit_wgmma_plan_for(p, cuda::conv_impl::describe_device(0), 128,
+                                                        {0, 0, 0}, chosen.k_segments, 0)};
+    }
+    for (const ImplicitWgmmaPlan& plan : plans) {
       const HostTensor got = prepared.run([&] { launch_and_wait(p, plan); });
-      EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), c.name), 0) << block_n;
+      EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), c.name), 0)
+          << cuda::conv_impl::to_string(plan);
     }
   }
 }
 
-// Each image of a batch of 3 alone gives the bytes it has inside the batch.
-TEST(GpuConvImplicitWgmma, BatchInvariant) {
-  GEMMKIT_REQUIRE_HOPPER();
-  const int64_t n = 3, h = 37, wd = 45, c = 128, o = 192;
+// Each image of a batch alone gives the bytes it has inside the batch: a batch of 3 of one chain
+// per output, and a batch of 5 small images whose reduction runs in segments, in parallel for an
+// image alone and chained in the CTA for the batch (its tiles fill the machine).
+void expect_batch_invariant(int64_t n, int64_t h, int64_t wd, int64_t c, int64_t o, uint64_t seed) {
+  SCOPED_TRACE("batch " + std::to_string(n) + " of " + std::to_string(h) + "x" +
+               std::to_string(wd) + " c" + std::to_string(c) + " o" + std::to_string(o));
   ConvParams params;
   params.padding_lo = {1};
   params.padding_hi = {1};
-  const HostTensor x = gemmkit_test::random_tensor(DType::bf16, {n, h, wd, c}, 81);
-  const HostTensor w = gemmkit_test::random_tensor(DType::bf16, {o, 3, 3, c}, 82);
-  const HostTensor b = gemmkit_test::random_tensor(DType::bf16, {o}, 83);
+  const HostTensor x = gemmkit_test::random_tensor(DType::bf16, {n, h, wd, c}, seed);
+  const HostTensor w = gemmkit_test::random_tensor(DType::bf16, {o, 3, 3, c}, seed + 1);
+  const HostTensor b = gemmkit_test::random_tensor(DType::bf16, {o}, seed + 2);
   const DeviceTensor dx = to_device(x), dw = to_device(w), db = to_device(b);
   const std::vector<int64_t> out_shape{n, h, wd, o};
   DeviceTensor dout = to_device(gemmkit_test::make_tensor(DType::bf16, out_shape));
   dout.buffer.fill_bytes(0xFF);
   const detail::ConvProblem batch = conv_problem(dx.view, dw.view, db.view, dout.view, params);
-  launch_and_wait(batch, plan_or_fail(batch));
+  const ImplicitWgmmaPlan batch_plan = plan_or_fail(batch);
+  launch_and_wait(batch, batch_plan);
   const std::vector<uint8_t> all = testing::download(dout.buffer);
   const int64_t image_bytes = h * wd * o * 2;
   for (int64_t i = 0; i < n; ++i) {
@@ -265,12 +303,22 @@ TEST(GpuConvImplicitWgmma, BatchInvariant) {
     single.buffer.fill_bytes(0xFF);
     oi.data = single.view.data;
     const detail::ConvProblem p = conv_problem(xi, dw.view, db.view, oi, params);
-    launch_and_wait(p, plan_or_fail(p));
+    const ImplicitWgmmaPlan alone_plan = plan_or_fail(p);
+    EXPECT_EQ(alone_plan.k_segments, batch_plan.k_segments);
+    launch_and_wait(p, alone_plan);
     const std::vector<uint8_t> alone = testing::download(single.buffer);
     const std::vector<uint8_t> inside(all.begin() + i * image_bytes,
                                       all.begin() + (i + 1) * image_bytes);
-    EXPECT_TRUE(alone == inside) << "image " << i << " alone differs from the batch";
+    EXPECT_TRUE(alone == inside) << "image " << i << " alone differs from the batch ("
+                                 << cuda::conv_impl::to_string(alone_plan) << " against "
+                                 << cuda::conv_impl::to_string(batch_plan) << ")";
   }
+}
+
+TEST(GpuConvImplicitWgmma, BatchInvariant) {
+  GEMMKIT_REQUIRE_HOPPER();
+  expect_batch_invariant(3, 37, 45, 128, 192, 81);
+  expect_batch_invariant(5, 32, 32, 512, 512, 84);
 }
 
 // A VAE layer (128 x 128 x 512 -> 512, 3x3, bias), the layer of the suites with the most
@@ -287,6 +335,24 @@ TEST(GpuConvImplicitWgmma, VaeLayer) {
   const HostTensor got = prepared.run([&] { launch_and_wait(p, plan_or_fail(p)); });
   EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), "vae wgmma"), 0);
   expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, "vae wgmma vs the CPU backend");
+}
+
+// The same layer at 32 x 32 (the VAE's at 256x256): the reduction in 4 segments.
+TEST(GpuConvImplicitWgmma, VaeLayerInSegments) {
+  GEMMKIT_REQUIRE_HOPPER();
+  Case c = conv_spec("vae mid 3x3 512 at 32x32", {1, 32, 32, 512}, {512, 3, 3, 512});
+  c.params.padding_lo = {1};
+  c.params.padding_hi = {1};
+  c.bias = true;
+  PreparedConv prepared(c, {DType::bf16, DType::bf16}, 93);
+  const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
+                                             prepared.device_bias, prepared.dout.view, c.params);
+  const ImplicitWgmmaPlan plan = plan_or_fail(p);
+  EXPECT_EQ(plan.k_segments, 4) << cuda::conv_impl::to_string(plan);
+  EXPECT_TRUE(plan.split_parallel);
+  const HostTensor got = prepared.run([&] { launch_and_wait(p, plan); });
+  EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), "vae wgmma segments"), 0);
+  expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, "vae segments vs the CPU backend");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "cuda/common/shared_memory.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/conv/common/dispatch.cuh"
+#include "cuda/conv/gemm/launch.h"
 #include "cuda/conv/implicit_gemm/wgmma.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
@@ -23,36 +24,62 @@ CUtensorMap encode(const void* base, const WgmmaConvMap& m) {
   return tensor_map_16bit_sw128(base, 5, m.dims, m.byte_strides, m.box, m.element_strides);
 }
 
-template <typename T, typename TOut, int kBN, bool kTmaStore>
+template <typename T, typename TOut, int kBN, bool kTmaStore, bool kSegmented>
 void launch_typed(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                   const CUtensorMap& x_map, const CUtensorMap& w_map, const CUtensorMap& out_map,
                   cudaStream_t stream) {
   constexpr int kStages = implicit_wgmma_stages(kBN);
   constexpr int64_t kSmem = implicit_wgmma_smem_bytes(kBN, kStages, kTmaStore);
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = conv_implicit_wgmma_kernel<T, TOut, kBN, kStages, kTmaStore>;
+  const auto kernel = conv_implicit_wgmma_kernel<T, TOut, kBN, kStages, kTmaStore, kSegmented>;
   allow_shared_memory(kernel, kSmem, smem_set);
-  kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
-           static_cast<size_t>(kSmem), stream>>>(
-      x_map, w_map, out_map, plan, p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr,
-      static_cast<TOut*>(p.out.data));
-  GEMMKIT_CUDA_CHECK_LAUNCH();
+  const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  TOut* const out = static_cast<TOut*>(p.out.data);
+  const auto main = [&](float4* partials) {
+    kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
+             static_cast<size_t>(kSmem), stream>>>(x_map, w_map, out_map, plan, bias, out,
+                                                   partials);
+    GEMMKIT_CUDA_CHECK_LAUNCH();
+  };
+  if (!plan.split_parallel) return main(nullptr);
+  if constexpr (kSegmented) {
+    int device = 0;
+    GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
+    std::string why;
+    const bool ran = with_conv_workspace(device, plan.workspace_bytes, stream, why, [&](void* ws) {
+      float4* const partials = static_cast<float4*>(ws);
+      main(partials);
+      const int64_t blocks = plan.base_tiles * (kBN / 8);
+      conv_implicit_wgmma_fold_kernel<T, TOut>
+          <<<dim3(static_cast<unsigned>(blocks), 1, 1), 256, 0, stream>>>(plan, partials, bias,
+                                                                          out);
+      GEMMKIT_CUDA_CHECK_LAUNCH();
+    });
+    if (!ran) throw Error("gemmkit::conv: the wgmma implicit GEMM's k-split partials: " + why);
+  }
 }
 
 template <typename T, typename TOut, int kBN>
 void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                      const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
+  const auto with_segments = [&](auto tma_tag, const CUtensorMap& out_map) {
+    constexpr bool kTma = decltype(tma_tag)::value;
+    if constexpr (kBN == 128) {
+      if (plan.k_segments > 1) {
+        return launch_typed<T, TOut, kBN, kTma, true>(p, plan, x_map, w_map, out_map, stream);
+      }
+    }
+    launch_typed<T, TOut, kBN, kTma, false>(p, plan, x_map, w_map, out_map, stream);
+  };
   if constexpr (sizeof(TOut) == 2) {
-    if (plan.tma_store) {
+    // The split_parallel form stores through the fold kernel, not the kernel's epilogue.
+    if (plan.tma_store && !plan.split_parallel) {
       const CUtensorMap out_map = encode(static_cast<const char*>(p.out.data) + plan.out_base * 2,
                                          implicit_wgmma_out_map(plan, p.out_channels));
-      return launch_typed<T, TOut, kBN, true>(p, plan, x_map, w_map, out_map, stream);
+      return with_segments(std::true_type{}, out_map);
     }
   }
-  if (plan.tma_store) {
-    throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM TMA store of f32 out");
-  }
-  launch_typed<T, TOut, kBN, false>(p, plan, x_map, w_map, CUtensorMap{}, stream);
+  with_segments(std::false_type{}, CUtensorMap{});
 }
 
 }  // namespace
@@ -60,7 +87,9 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
 void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                                 cudaStream_t stream) {
   if (plan.grid <= 0 || plan.grid > kMaxGridX || (plan.block_n != 128 && plan.block_n != 256) ||
-      plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0) {
+      plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0 ||
+      (plan.k_segments > 1 && plan.block_n != 128) ||
+      (plan.split_parallel && plan.base_tiles * (plan.block_n / 8) > kMaxGridX)) {
     throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM plan with grid " +
                 std::to_string(plan.grid) + ", block_n " + std::to_string(plan.block_n) +
                 ", stages " + std::to_string(plan.stages) + ", k_blocks " +

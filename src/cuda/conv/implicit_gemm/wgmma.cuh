@@ -15,6 +15,11 @@
 // free its stage when the next block's are issued; the epilogue of a tile overlaps the producer's
 // loads of the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its
 // coordinate arithmetic spilled at 24).
+// Reduction segments (kSegmented; wgmma_layout.h): where one image's tiles fill under half the
+// machine, K is cut into segments, each a chain from zero; a CTA runs a tile's segments in turn and
+// adds them in order (chained), or, below one wave, each work item reduces one segment into an
+// fp32 partial tile of the workspace and conv_implicit_wgmma_fold_kernel adds them in the same
+// order, so both forms return the same bits.
 // Epilogue (kTmaStore, 16-bit out whose map TMA can write): each consumer warpgroup rounds its
 // accumulators (+ bias) 64 positions at a time, transposes them into a swizzled staging buffer with
 // stmatrix (a position's 64 channels per 128-byte row) and one thread stores the chunk as a box of
@@ -48,16 +53,62 @@ __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* 
   wgmma::commit_group();
 }
 
+// The bias of output channels row0 and row0 + 8 of tile `at` (0 without a bias or past the
+// group's channels), and whether each is an output channel.
+template <typename T>
+__device__ __forceinline__ void load_bias_rows(const ImplicitWgmmaPlan& plan,
+                                               const WgmmaConvTile& at, int32_t row0, const T* bias,
+                                               float (&value)[2], bool (&ok)[2]) {
+  ok[0] = row0 < plan.opg;
+  ok[1] = row0 + 8 < plan.opg;
+  value[0] = value[1] = 0.f;
+  if (plan.has_bias) {
+    const int64_t first = at.group * plan.opg + row0;
+    if (ok[0]) value[0] = to_float(bias[first * plan.bias_stride]);
+    if (ok[1]) value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
+  }
+}
+
+// Stores accumulators v (the fragment's 4 j .. 4 j + 3: channels row0 + 8 (r / 2), box column
+// 8 j + 2 (lane % 4) + r % 2) of tile `at`, + bias, one rounding, the in-range elements only.
+template <typename TOut>
+__device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
+                                               const WgmmaConvTile& at, int32_t row0, int j,
+                                               int lane, const float (&v)[4],
+                                               const float (&bias_value)[2], const bool (&ok)[2],
+                                               TOut* out) {
+  const int64_t channel_stride = plan.out_stride[kDims + 1];
+  TOut* const tile_out =
+      out + implicit_wgmma_tile_out_base(plan, at) + int64_t{row0} * channel_stride;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int32_t position[kDims];
+    const int32_t column = 8 * j + 2 * (lane % 4) + half;
+    if (!implicit_wgmma_position(plan, at, column, position)) continue;
+    TOut* const at_out = tile_out + implicit_wgmma_position_offset(plan, position);
+#pragma unroll
+    for (int r2 = 0; r2 < 2; ++r2) {
+      if (!ok[r2]) continue;
+      float value = v[2 * r2 + half];
+      if (plan.has_bias) value += bias_value[r2];
+      at_out[8 * r2 * channel_stride] = from_float<TOut>(value);
+    }
+  }
+}
+
 }  // namespace wgmma_conv_detail
 
-template <typename T, typename TOut, int kBN, int kStages, bool kTmaStore>
+// kSegmented (block_n 128 only): the reduction in plan.k_segments segments, chained in the CTA or,
+// split_parallel, one segment per work item with fp32 partials to `partials` for the fold kernel.
+template <typename T, typename TOut, int kBN, int kStages, bool kTmaStore, bool kSegmented>
 __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     conv_implicit_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
                                const __grid_constant__ CUtensorMap w_map,
                                const __grid_constant__ CUtensorMap out_map,
                                const __grid_constant__ ImplicitWgmmaPlan plan, const T* bias,
-                               TOut* out) {
+                               TOut* out, float4* partials) {
   static_assert(!kTmaStore || sizeof(TOut) == 2, "TMA stores of 16-bit out");
+  static_assert(!kSegmented || kBN == 128, "segments with 128-position tiles (registers)");
   constexpr int kWeightBytes = kWgmmaConvBlockO * kWgmmaConvBlockK * 2;
   constexpr int kActivationBytes = kBN * kWgmmaConvBlockK * 2;
   constexpr int kStageBytes = kWeightBytes + kActivationBytes;
@@ -75,7 +126,6 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     return shared + stage * kStageBytes + kWeightBytes;
   };
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
-  const int k_blocks = plan.k_blocks;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -94,9 +144,10 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     if constexpr (kTmaStore) ptx::prefetch_tensor_map(&out_map);
     int stage = 0;
     uint32_t phase = 0;
-    for (int64_t tile = blockIdx.x; tile < plan.tiles; tile += gridDim.x) {
-      const WgmmaConvTile t = implicit_wgmma_tile(plan, tile);
-      for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
+      const WgmmaConvItem it = implicit_wgmma_item(plan, item);
+      const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
+      for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
         const WgmmaConvCoords c = implicit_wgmma_coords(plan, t, kb);
         ptx::mbarrier_wait(&empty[stage], phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[stage], kStageBytes);
@@ -120,12 +171,17 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   int stage = 0;
   uint32_t phase = 0;
   float acc[kRegs];
-  for (int64_t tile = blockIdx.x; tile < plan.tiles; tile += gridDim.x) {
+  [[maybe_unused]] float total[kSegmented ? kRegs : 1];
+  for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
+    const WgmmaConvItem it = implicit_wgmma_item(plan, item);
+    const int64_t tile = it.tile;
     int previous = -1;
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    int in_segment = 0;       // k blocks of the current segment done
+    bool have_total = false;  // chained: total holds the segments before the current one
+    for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       ptx::mbarrier_wait(&full[stage], phase);
       wgmma_conv_detail::mma_block<T, kBN>(acc, weight_box(stage) + consumer * 64 * 128,
-                                           activation_box(stage), kb == 0);
+                                           activation_box(stage), in_segment == 0);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();
       if (previous >= 0 && t == 0) ptx::mbarrier_arrive(&empty[previous]);
@@ -134,23 +190,50 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
         stage = 0;
         phase ^= 1;
       }
+      ++in_segment;
+      if constexpr (kSegmented) {
+        // A chained segment ends before the item's last block: fold it into the total, in
+        // segment order, and start the next chain from zero.
+        if (in_segment == plan.segment_blocks && kb + 1 < it.kb_end) {
+          wgmma::wait_group<0>();
+          wgmma::fence_registers(acc);
+          if (t == 0) ptx::mbarrier_arrive(&empty[previous]);
+          previous = -1;
+#pragma unroll
+          for (int r = 0; r < kRegs; ++r) total[r] = have_total ? total[r] + acc[r] : acc[r];
+          have_total = true;
+          in_segment = 0;
+        }
+      }
     }
     wgmma::wait_group<0>();
     wgmma::fence_registers(acc);
-    if (t == 0) ptx::mbarrier_arrive(&empty[previous]);
+    if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
+    if constexpr (kSegmented) {
+      if (plan.split_parallel) {
+        // One segment's partial tile, in fragment order (the fold kernel adds the segments).
+        float4* const dst =
+            partials + implicit_wgmma_partial_index(plan, it.segment, tile, 0, consumer * 128 + t);
+#pragma unroll
+        for (int v = 0; v < kRegs / 4; ++v) {
+          dst[v * 256] = make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
+        }
+        continue;
+      }
+      if (have_total) {
+#pragma unroll
+        for (int r = 0; r < kRegs; ++r) acc[r] = total[r] + acc[r];
+      }
+    }
 
     // Epilogue: bias, one rounding, stores of the in-range elements. Register 4 j + r holds
     // output channel row0 + 8 (r / 2) at box column 8 j + 2 (lane % 4) + r % 2.
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
     const int32_t row0 = static_cast<int32_t>(tile_at.o_tile) * kWgmmaConvBlockO + consumer * 64 +
                          warp * 16 + lane / 4;  // output channel within the group
-    const bool row_ok[2] = {row0 < plan.opg, row0 + 8 < plan.opg};
-    float bias_value[2] = {0.f, 0.f};
-    if (plan.has_bias) {
-      const int64_t first = tile_at.group * plan.opg + row0;
-      if (row_ok[0]) bias_value[0] = to_float(bias[first * plan.bias_stride]);
-      if (row_ok[1]) bias_value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
-    }
+    bool row_ok[2];
+    float bias_value[2];
+    wgmma_conv_detail::load_bias_rows(plan, tile_at, row0, bias, bias_value, row_ok);
     if constexpr (kTmaStore) {
       // A warpgroup whose 64 channels lie past the group's (o / groups = 64 with groups) stores
       // nothing: its box would cover the next group's channels.
@@ -191,32 +274,47 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
           ptx::bulk_commit_group();
         }
       }
-      continue;
-    }
-    const int64_t channel_stride = plan.out_stride[kDims + 1];
-    TOut* const tile_out =
-        out + implicit_wgmma_tile_out_base(plan, tile_at) + int64_t{row0} * channel_stride;
+    } else {
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        int32_t position[kDims];
-        const int32_t column = 8 * j + 2 * (lane % 4) + half;
-        if (!implicit_wgmma_position(plan, tile_at, column, position)) continue;
-        TOut* const at = tile_out + implicit_wgmma_position_offset(plan, position);
-#pragma unroll
-        for (int r2 = 0; r2 < 2; ++r2) {
-          if (!row_ok[r2]) continue;
-          float value = acc[4 * j + 2 * r2 + half];
-          if (plan.has_bias) value += bias_value[r2];
-          at[8 * r2 * channel_stride] = from_float<TOut>(value);
-        }
+      for (int j = 0; j < kBN / 8; ++j) {
+        const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+        wgmma_conv_detail::store_elements(plan, tile_at, row0, j, lane, v, bias_value, row_ok, out);
       }
     }
   }
   if constexpr (kTmaStore) {
     if (t == 0) ptx::bulk_wait_group_all();  // the staging stays valid until the stores are done
   }
+}
+
+// The fold of a split_parallel plan (block_n 128): block b sums float4 b % 16 of every consumer
+// thread of partial tile b / 16 over the segments in order, then adds the bias and stores as
+// the kernel's per-element epilogue does. The same bits as the chained segments.
+template <typename T, typename TOut>
+__global__ void __launch_bounds__(256)
+    conv_implicit_wgmma_fold_kernel(const __grid_constant__ ImplicitWgmmaPlan plan,
+                                    const float4* partials, const T* bias, TOut* out) {
+  constexpr int kVectors = 128 / 8;
+  const int64_t tile = blockIdx.x / kVectors;
+  const int j = static_cast<int>(blockIdx.x % kVectors);
+  const int thread = static_cast<int>(threadIdx.x);
+  float4 sum = partials[implicit_wgmma_partial_index(plan, 0, tile, j, thread)];
+  for (int segment = 1; segment < plan.k_segments; ++segment) {
+    const float4 p = partials[implicit_wgmma_partial_index(plan, segment, tile, j, thread)];
+    sum.x += p.x;
+    sum.y += p.y;
+    sum.z += p.z;
+    sum.w += p.w;
+  }
+  const WgmmaConvTile at = implicit_wgmma_tile(plan, tile);
+  const int consumer = thread / 128, t = thread % 128, warp = t / 32, lane = t % 32;
+  const int32_t row0 =
+      static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + consumer * 64 + warp * 16 + lane / 4;
+  bool row_ok[2];
+  float bias_value[2];
+  wgmma_conv_detail::load_bias_rows(plan, at, row0, bias, bias_value, row_ok);
+  const float v[4] = {sum.x, sum.y, sum.z, sum.w};
+  wgmma_conv_detail::store_elements(plan, at, row0, j, lane, v, bias_value, row_ok, out);
 }
 
 }  // namespace gemmkit::cuda::conv_impl

@@ -89,6 +89,15 @@ struct ImplicitWgmmaPlan {
   int32_t taps = 1;
   int32_t c_blocks = 0;  // ceil(cpg / 64)
   int32_t k_blocks = 0;  // taps * c_blocks
+  // The reduction in k_segments segments of segment_blocks k blocks (the last one shorter), each
+  // a chain from zero, summed in segment order: fixed by one image's shape (never by the batch),
+  // so the bits are the same whether one CTA runs a tile's segments in turn (chained) or
+  // split_parallel work items do, writing fp32 partials to the workspace that the fold kernel
+  // sums. 1 segment: one chain over K.
+  int32_t k_segments = 1;
+  int32_t segment_blocks = 0;
+  bool split_parallel = false;
+  int64_t workspace_bytes = 0;  // split_parallel: k_segments x base_tiles partial tiles
 
   // Tiles: tile[d] positions along spatial dim d (d, h, w), product block_n; tiles_of[d] of them.
   int block_n = 256;
@@ -97,7 +106,8 @@ struct ImplicitWgmmaPlan {
   int32_t tile_shift[kDims] = {0, 0, 0};  // log2(tile[d]): every extent is a power of two
   int64_t tiles_of[kDims] = {1, 1, 1};
   int64_t o_tiles = 0;
-  int64_t tiles = 0;        // groups * batch * tiles_of[0..2] * o_tiles
+  int64_t base_tiles = 0;   // groups * batch * tiles_of[0..2] * o_tiles
+  int64_t tiles = 0;        // work items: base_tiles, times k_segments when split_parallel
   int64_t grid = 0;         // persistent CTAs: min(tiles, multiprocessors)
   int multiprocessors = 1;  // of the device planned for
   int64_t smem_bytes = 0;
@@ -129,6 +139,34 @@ GEMMKIT_CONV_HD WgmmaConvTile implicit_wgmma_tile(const ImplicitWgmmaPlan& p, in
   t.n = rest - g * p.batch;
   t.group = g;
   return t;
+}
+
+// Work item `item` < p.tiles: its tile and the k blocks [kb_begin, kb_end) it reduces (a segment
+// when split_parallel, outermost, else all of K).
+struct WgmmaConvItem {
+  int64_t tile = 0;
+  int32_t segment = 0, kb_begin = 0, kb_end = 0;
+};
+
+GEMMKIT_CONV_HD WgmmaConvItem implicit_wgmma_item(const ImplicitWgmmaPlan& p, int64_t item) {
+  WgmmaConvItem r;
+  r.kb_end = p.k_blocks;
+  r.tile = item;
+  if (p.split_parallel) {
+    r.segment = static_cast<int32_t>(div_nonneg(item, p.base_tiles));
+    r.tile = item - int64_t{r.segment} * p.base_tiles;
+    r.kb_begin = r.segment * p.segment_blocks;
+    r.kb_end =
+        r.kb_begin + p.segment_blocks < p.k_blocks ? r.kb_begin + p.segment_blocks : p.k_blocks;
+  }
+  return r;
+}
+
+// Float4 `v` (accumulators 4 v .. 4 v + 3) of consumer thread `thread` (0 .. 255) of segment
+// `segment`'s partial tile `tile` in the split_parallel workspace: [segment][tile][v][thread].
+GEMMKIT_CONV_HD int64_t implicit_wgmma_partial_index(const ImplicitWgmmaPlan& p, int32_t segment,
+                                                     int64_t tile, int v, int thread) {
+  return ((int64_t{segment} * p.base_tiles + tile) * (p.block_n / 8) + v) * 256 + thread;
 }
 
 // The TMA box coordinates (innermost first) of k block kb of tile t: the x box (channel, w, h, d,

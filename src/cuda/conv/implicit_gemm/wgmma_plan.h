@@ -225,11 +225,33 @@ inline double choose_wgmma_conv_box(const int64_t (&out)[kDims], const int64_t (
   return best;
 }
 
+// Reduction segments (k split): where one image's tiles (of 128 positions) fill under half the
+// machine and K is long, K is cut into up to kWgmmaConvMaxSegments segments of at least
+// kWgmmaConvMinSegmentBlocks k blocks, as many as one image's tiles times the segments fit the
+// multiprocessors. One image's shape and the device decide, never the batch, so the bits of an
+// image are the same in any batch (wgmma_layout.h).
+constexpr int kWgmmaConvMaxSegments = 8;
+constexpr int kWgmmaConvMinSegmentBlocks = 8;
+
+inline int implicit_wgmma_segments_for(int64_t image_tiles, int64_t k_blocks, int multiprocessors) {
+  if (image_tiles <= 0 || 2 * image_tiles > multiprocessors) return 1;
+  const int64_t by_k = k_blocks / kWgmmaConvMinSegmentBlocks;
+  const int64_t by_machine = multiprocessors / image_tiles;
+  const int64_t want = std::min<int64_t>({kWgmmaConvMaxSegments, by_k, by_machine});
+  if (want <= 1) return 1;
+  // Equal segments: the fewest that keep segment_blocks = ceil(k_blocks / want).
+  const int64_t per = ceil_div(k_blocks, want);
+  return static_cast<int>(ceil_div(k_blocks, per));
+}
+
 // The plan of stride phase `phase` (all zeros without input dilation) of a problem
-// why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or 128).
+// why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or 128), its reduction in
+// `k_segments` segments (block_n 128 when more than 1), the parallel split where a chained one
+// would fill under one wave and the partials fit `workspace_budget` bytes.
 inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
                                                  const DeviceDescription& dev, int block_n,
-                                                 const int32_t (&phase)[kDims] = {0, 0, 0}) {
+                                                 const int32_t (&phase)[kDims] = {0, 0, 0},
+                                                 int k_segments = 1, int64_t workspace_budget = 0) {
   const ConvGeometry g = normalize(p);
   ImplicitWgmmaPlan t;
   int64_t out[kDims], stride[kDims], taps = 1;
@@ -275,7 +297,19 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   implicit_wgmma_store_box(t.tile, t.store_box);
   t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages, t.tma_store);
   t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
-  t.tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
+  t.base_tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
+  t.tiles = t.base_tiles;
+  t.segment_blocks = t.k_blocks;
+  if (k_segments > 1 && block_n == 128 && t.k_blocks > 1) {
+    t.segment_blocks = static_cast<int32_t>(ceil_div(t.k_blocks, k_segments));
+    t.k_segments = static_cast<int32_t>(ceil_div(t.k_blocks, t.segment_blocks));
+    const int64_t partials = int64_t{t.k_segments} * t.base_tiles * kWgmmaConvBlockO * block_n * 4;
+    if (t.base_tiles < t.multiprocessors && partials <= workspace_budget) {
+      t.split_parallel = true;
+      t.workspace_bytes = partials;
+      t.tiles = t.base_tiles * t.k_segments;
+    }
+  }
   t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, t.multiprocessors));
 
   double useful = box_useful;
@@ -288,6 +322,23 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   return t;
 }
 
+// The reduction segments of p (1 for transposed convolutions: their phases are planned alike).
+inline int implicit_wgmma_segments(const detail::ConvProblem& p, const DeviceDescription& dev) {
+  const ConvGeometry g = normalize(p);
+  for (int d = 0; d < kDims; ++d) {
+    if (g.idil[d] != 1) return 1;
+  }
+  int64_t image_tiles = g.groups * ceil_div(g.opg, kWgmmaConvBlockO);
+  int32_t tile[kDims];
+  const int64_t out[kDims] = {std::max<int64_t>(1, g.out[0]), std::max<int64_t>(1, g.out[1]),
+                              std::max<int64_t>(1, g.out[2])};
+  const int64_t stride[kDims] = {g.stride[0], g.stride[1], g.stride[2]};
+  choose_wgmma_conv_box(out, stride, 128, tile);
+  for (int d = 0; d < kDims; ++d) image_tiles *= ceil_div(g.out[d], tile[d]);
+  const int64_t k_blocks = p.kernel_positions() * ceil_div(g.cpg, kWgmmaConvBlockK);
+  return implicit_wgmma_segments_for(image_tiles, k_blocks, std::max(1, dev.multiprocessors));
+}
+
 // The plan of stride phase `phase` of the problem `base` (phase 0's plan) was made for: the same
 // tile width and machine, the grid no larger than base's (a caller's cap).
 inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
@@ -295,7 +346,8 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
                                                    const int32_t (&phase)[kDims]) {
   DeviceDescription dev;
   dev.multiprocessors = base.multiprocessors;
-  ImplicitWgmmaPlan t = implicit_wgmma_plan_for(p, dev, base.block_n, phase);
+  ImplicitWgmmaPlan t =
+      implicit_wgmma_plan_for(p, dev, base.block_n, phase, base.k_segments, base.workspace_bytes);
   t.grid = std::min(t.grid, base.grid);
   return t;
 }
@@ -309,7 +361,12 @@ inline int64_t implicit_wgmma_phase_count(const ImplicitWgmmaPlan& t) {
 // weight block twice as often: the estimated time of a tile is proportional to its positions,
 // plus a fixed ~10% for the smaller tile's lower MMA-to-load ratio.
 inline ImplicitWgmmaPlan implicit_wgmma_plan(const detail::ConvProblem& p,
-                                             const DeviceDescription& dev) {
+                                             const DeviceDescription& dev,
+                                             int64_t workspace_budget) {
+  const int segments = implicit_wgmma_segments(p, dev);
+  if (segments > 1) {
+    return implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget);
+  }
   const ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
   const ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
   const double slots = std::max(1, dev.multiprocessors);
@@ -327,6 +384,12 @@ inline std::string to_string(const ImplicitWgmmaPlan& t) {
          " tiles=" + std::to_string(t.tiles) + " grid=" + std::to_string(t.grid) +
          " smem=" + std::to_string(t.smem_bytes) + " k_blocks=" + std::to_string(t.k_blocks) +
          (t.tma_store ? " store=tma" : " store=elementwise") +
+         (t.k_segments > 1 ? " k_segments=" + std::to_string(t.k_segments) + "x" +
+                                 std::to_string(t.segment_blocks) +
+                                 (t.split_parallel ? " split=parallel workspace=" +
+                                                         std::to_string(t.workspace_bytes)
+                                                   : " split=chained")
+                           : std::string()) +
          (implicit_wgmma_phase_count(t) > 1
               ? " stride_phases=" + std::to_string(implicit_wgmma_phase_count(t))
               : std::string()) +
@@ -341,6 +404,7 @@ inline ConvConfig implicit_wgmma_config(const ImplicitWgmmaPlan& plan, const std
   c.grid.x = static_cast<uint32_t>(plan.grid);
   c.grid_cap = plan.grid;
   c.smem_bytes = plan.smem_bytes;
+  c.workspace_bytes = plan.workspace_bytes;
   c.implicit_wgmma = plan;
   return c;
 }
