@@ -90,7 +90,7 @@ TEST(ConvDeterministic, SettingComesFromTheOptionElseTheEnvironment) {
 
 TEST(ConvDeterministic, NothingRacesAndTheChoiceIsTheStaticOne) {
   const DeviceDescription dev = with_cudnn();
-  for (const Spec& spec : {depthwise_2d(), one_by_one()}) {
+  for (const Spec& spec : {depthwise_2d(), one_by_one(), three_by_three()}) {
     const ConvProblem p = make_problem(spec);
     const ConvCandidates raced = select_conv_candidates(p, dev, default_mode());
     ASSERT_TRUE(raced.race);  // the shapes default mode races
@@ -105,8 +105,10 @@ TEST(ConvDeterministic, NothingRacesAndTheChoiceIsTheStaticOne) {
                   "against " +
                   path_name(raced.second.path));
   }
-  // A shape that does not race: the same choice, the mode named.
-  const ConvProblem p = make_problem(three_by_three());
+  // A shape that does not race (c = 32: the mma.sync implicit GEMM against cuDNN): the same
+  // choice, the mode named.
+  const ConvProblem p =
+      make_problem(gemmkit_test::padded_spec({2, 28, 28, 32}, {128, 3, 3, 32}, 1));
   const ConvCandidates d = select_conv_candidates(p, dev, default_mode());
   const ConvCandidates c = select_conv_candidates(p, dev, deterministic());
   EXPECT_FALSE(d.race);

@@ -944,7 +944,7 @@ TEST(ConvCudnn, AutoTakesCudnnExceptWhereOwnPathsWin) {
   EXPECT_NE(none.reason.find("cuDNN not built"), std::string::npos) << none.reason;
 }
 
-TEST(ConvCudnn, AutoRacesCheapOwnPathsAgainstCudnnOnly) {
+TEST(ConvCudnn, AutoRacesOwnPathsThatCanWinAgainstCudnnOnly) {
   const DeviceDescription dev = with_cudnn();
   // 2-D depthwise: cuDNN first, the own depthwise kernel the challenger.
   Spec dw2;
@@ -966,10 +966,17 @@ TEST(ConvCudnn, AutoRacesCheapOwnPathsAgainstCudnnOnly) {
   EXPECT_EQ(c.first.path, ConvPath::gemm_1x1);
   EXPECT_EQ(c.second.path, ConvPath::cudnn);
   EXPECT_EQ(c.second.workspace_budget, kDefaultWorkspaceBytes);
-  // 3x3 GEMM-based convolutions never race (cuDNN is 2x faster on every measured row).
+  // 3x3 convolutions race where the Hopper implicit GEMM serves them, not with the mma.sync
+  // kernel (cuDNN is 2x faster on every measured row).
   c = select_conv_candidates(make_problem(resnet_3x3()), dev, request());
-  EXPECT_FALSE(c.race);
   EXPECT_EQ(c.first.path, ConvPath::cudnn);
+  EXPECT_EQ(c.second.path, ConvPath::implicit_wgmma) << to_string(c.second);
+  EXPECT_TRUE(c.race);
+  ConvRequest mma = request();
+  mma.implicit = ImplicitChoice::mma;
+  c = select_conv_candidates(make_problem(resnet_3x3()), dev, mma);
+  EXPECT_EQ(c.first.path, ConvPath::cudnn);
+  EXPECT_FALSE(c.race) << to_string(c.second);
   // No race without cuDNN, with GEMMKIT_CONV_CUDNN=0, or when a path is forced.
   EXPECT_FALSE(select_conv_candidates(make_problem(dw2), kH200, request()).race);
   ConvRequest off = request();

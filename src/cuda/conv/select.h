@@ -193,14 +193,15 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
 
 // ---- auto: the static choice, and the candidate raced against it ------------------------------
 
-// Own paths that auto times against cuDNN on a shape's first eager call: cheap, memory-bound
-// kernels whose standing against cuDNN's engines varies by shape within a few percent (the 1x1
-// GEMM at 0.98-1.06x, 2-D depthwise at 0.83-1.5x, small-o). The GEMM-based 3x3 paths are not
-// raced: cuDNN's wgmma engines take less than half their time on every suite row, and timing
-// them would cost the first call of a large layer tens of milliseconds.
+// Own paths that auto times against cuDNN on a shape's first eager call, whose standing against
+// cuDNN's engines varies by shape: the cheap memory-bound kernels (the 1x1 GEMM at 0.98-1.06x,
+// 2-D depthwise at 0.83-1.5x, small-o) and the Hopper implicit GEMM (0.90-1.16x on the VAE
+// suites' 3x3 layers, docs/perf.md). Timing costs a shape's first call 11 runs of each: ~0.2 s
+// for the largest VAE layer at 2048x2048 (7 ms a run). The mma.sync implicit GEMM and unfold +
+// GEMM are not raced: cuDNN's engines take less than half their time on every suite row.
 inline bool auto_races_cudnn(const ConvConfig& own) {
   return own.path == ConvPath::depthwise || own.path == ConvPath::gemm_1x1 ||
-         own.path == ConvPath::small_o;
+         own.path == ConvPath::small_o || own.path == ConvPath::implicit_wgmma;
 }
 
 // Whether the race's challenger replaces the static choice: only when faster by more than
