@@ -321,38 +321,36 @@ TEST(GpuConvImplicitWgmma, BatchInvariant) {
   expect_batch_invariant(5, 32, 32, 512, 512, 84);
 }
 
-// A VAE layer (128 x 128 x 512 -> 512, 3x3, bias), the layer of the suites with the most
-// k blocks per tile: against the double reference and the CPU backend.
-TEST(GpuConvImplicitWgmma, VaeLayer) {
-  GEMMKIT_REQUIRE_HOPPER();
-  Case c = conv_spec("vae mid 3x3 512", {1, 128, 128, 512}, {512, 3, 3, 512});
+// A VAE layer (size x size x 512 -> 512, 3x3, bias) against the double reference and the CPU
+// backend, with the reduction in `segments` k segments.
+void expect_vae_layer(int64_t size, int segments, uint64_t seed) {
+  const std::string what =
+      "vae mid 3x3 512 at " + std::to_string(size) + "x" + std::to_string(size);
+  Case c = conv_spec(what, {1, size, size, 512}, {512, 3, 3, 512});
   c.params.padding_lo = {1};
   c.params.padding_hi = {1};
   c.bias = true;
-  PreparedConv prepared(c, {DType::bf16, DType::bf16}, 91);
-  const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
-                                             prepared.device_bias, prepared.dout.view, c.params);
-  const HostTensor got = prepared.run([&] { launch_and_wait(p, plan_or_fail(p)); });
-  EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), "vae wgmma"), 0);
-  expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, "vae wgmma vs the CPU backend");
-}
-
-// The same layer at 32 x 32 (the VAE's at 256x256): the reduction in 4 segments.
-TEST(GpuConvImplicitWgmma, VaeLayerInSegments) {
-  GEMMKIT_REQUIRE_HOPPER();
-  Case c = conv_spec("vae mid 3x3 512 at 32x32", {1, 32, 32, 512}, {512, 3, 3, 512});
-  c.params.padding_lo = {1};
-  c.params.padding_hi = {1};
-  c.bias = true;
-  PreparedConv prepared(c, {DType::bf16, DType::bf16}, 93);
+  PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed);
   const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
                                              prepared.device_bias, prepared.dout.view, c.params);
   const ImplicitWgmmaPlan plan = plan_or_fail(p);
-  EXPECT_EQ(plan.k_segments, 4) << cuda::conv_impl::to_string(plan);
-  EXPECT_TRUE(plan.split_parallel);
+  EXPECT_EQ(plan.k_segments, segments) << cuda::conv_impl::to_string(plan);
+  EXPECT_EQ(plan.split_parallel, segments > 1);
   const HostTensor got = prepared.run([&] { launch_and_wait(p, plan); });
-  EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), "vae wgmma segments"), 0);
-  expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, "vae segments vs the CPU backend");
+  EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), what), 0);
+  expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
+}
+
+// The layer of the suites with the most k blocks per tile (128 x 128, the VAE at 1024x1024).
+TEST(GpuConvImplicitWgmma, VaeLayer) {
+  GEMMKIT_REQUIRE_HOPPER();
+  expect_vae_layer(128, 1, 91);
+}
+
+// The same layer at 32 x 32 (the VAE at 256x256): the reduction in 4 parallel segments.
+TEST(GpuConvImplicitWgmma, VaeLayerInSegments) {
+  GEMMKIT_REQUIRE_HOPPER();
+  expect_vae_layer(32, 4, 93);
 }
 
 }  // namespace
