@@ -78,6 +78,8 @@ def main() -> int:
         ("gemmkit.linear", lambda: gemmkit.linear(x, w, bias, out_dtype=out_dtype)),
         ("gemmkit.linear(out=)", lambda: gemmkit.linear(x, w, bias, out=out)),
         (f"F.linear ({args.dtype} out)", lambda: F.linear(x, w, bias)),
+        # The floor of a torch op that launches one kernel and allocates nothing.
+        ("out.zero_() (torch, one kernel)", lambda: out.zero_()),
     ]
     print(f"host cost per call, {args.n} x {args.m} x {args.k} {args.dtype}"
           f"{'' if bias is None else ' + bias'} -> {args.out_dtype}, torch {torch.__version__}, "
