@@ -48,7 +48,7 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   EXPECT_TRUE(t.block_n == 128 || t.block_n == 256);
   EXPECT_EQ(t.stages, implicit_wgmma_stages(t.block_n));
   EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages, t.tma_store));
-  EXPECT_EQ(t.tma_store, implicit_wgmma_can_store_by_tma(p, t));
+  EXPECT_EQ(t.tma_store, !t.split_parallel && implicit_wgmma_can_store_by_tma(p, t));
   EXPECT_EQ(int64_t{t.store_box[0]} * t.store_box[1] * t.store_box[2], kWgmmaConvStoreChunk);
   for (int d = 0; d < kDims; ++d) {
     EXPECT_LE(t.store_box[d], t.tile[d]);
@@ -356,9 +356,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
     }
     for (const auto& [tile, acc] : tile_acc) {
       const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
-      // split_parallel plans store through the fold kernel, which stores as the per-element
-      // epilogue does; the others as the kernel's epilogue.
-      if (t.tma_store && !t.split_parallel) {
+      if (t.tma_store) {
         // TMA stores of the staged chunks through the out map: box element (channel i0, i1, i2,
         // i3) of chunk q of consumer cw is accumulator row 64 cw + i0, column 64 q + the
         // element's place in box order; what lies outside the map is dropped.
@@ -393,6 +391,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
         }
         continue;
       }
+      // The per-element epilogue (and the fold kernel of split_parallel plans).
       for (int col = 0; col < t.block_n; ++col) {
         int32_t position[kDims];
         if (!implicit_wgmma_position(t, at, col, position)) continue;

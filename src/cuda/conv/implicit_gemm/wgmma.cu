@@ -72,8 +72,7 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
     launch_typed<T, TOut, kBN, kTma, false>(p, plan, x_map, w_map, out_map, stream);
   };
   if constexpr (sizeof(TOut) == 2) {
-    // The split_parallel form stores through the fold kernel, not the kernel's epilogue.
-    if (plan.tma_store && !plan.split_parallel) {
+    if (plan.tma_store) {
       const CUtensorMap out_map = encode(static_cast<const char*>(p.out.data) + plan.out_base * 2,
                                          implicit_wgmma_out_map(plan, p.out_channels));
       return with_segments(std::true_type{}, out_map);
@@ -89,6 +88,7 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
   if (plan.grid <= 0 || plan.grid > kMaxGridX || (plan.block_n != 128 && plan.block_n != 256) ||
       plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0 ||
       (plan.k_segments > 1 && plan.block_n != 128) ||
+      (plan.split_parallel && (plan.k_segments <= 1 || plan.tma_store)) ||
       (plan.split_parallel && plan.base_tiles * (plan.block_n / 8) > kMaxGridX)) {
     throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM plan with grid " +
                 std::to_string(plan.grid) + ", block_n " + std::to_string(plan.block_n) +

@@ -53,6 +53,13 @@ __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* 
   wgmma::commit_group();
 }
 
+// The output channel (within the group) of fragment rows lane / 4 of warp `warp` of 64-channel
+// half `half` of tile `at`; the thread's other row is 8 channels on.
+__device__ __forceinline__ int32_t fragment_row0(const WgmmaConvTile& at, int half, int warp,
+                                                 int lane) {
+  return static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + half * 64 + warp * 16 + lane / 4;
+}
+
 // The bias of output channels row0 and row0 + 8 of tile `at` (0 without a bias or past the
 // group's channels), and whether each is an output channel.
 template <typename T>
@@ -229,8 +236,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     // Epilogue: bias, one rounding, stores of the in-range elements. Register 4 j + r holds
     // output channel row0 + 8 (r / 2) at box column 8 j + 2 (lane % 4) + r % 2.
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
-    const int32_t row0 = static_cast<int32_t>(tile_at.o_tile) * kWgmmaConvBlockO + consumer * 64 +
-                         warp * 16 + lane / 4;  // output channel within the group
+    const int32_t row0 = wgmma_conv_detail::fragment_row0(tile_at, consumer, warp, lane);
     bool row_ok[2];
     float bias_value[2];
     wgmma_conv_detail::load_bias_rows(plan, tile_at, row0, bias, bias_value, row_ok);
@@ -308,8 +314,7 @@ __global__ void __launch_bounds__(256)
   }
   const WgmmaConvTile at = implicit_wgmma_tile(plan, tile);
   const int consumer = thread / 128, t = thread % 128, warp = t / 32, lane = t % 32;
-  const int32_t row0 =
-      static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + consumer * 64 + warp * 16 + lane / 4;
+  const int32_t row0 = wgmma_conv_detail::fragment_row0(at, consumer, warp, lane);
   bool row_ok[2];
   float bias_value[2];
   wgmma_conv_detail::load_bias_rows(plan, at, row0, bias, bias_value, row_ok);

@@ -293,9 +293,6 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
     t.tiles_of[d] = ceil_div(out[d], t.tile[d]);
     while ((int32_t{1} << t.tile_shift[d]) < t.tile[d]) ++t.tile_shift[d];
   }
-  t.tma_store = implicit_wgmma_can_store_by_tma(p, t);
-  implicit_wgmma_store_box(t.tile, t.store_box);
-  t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages, t.tma_store);
   t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
   t.base_tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
   t.tiles = t.base_tiles;
@@ -311,6 +308,10 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
     }
   }
   t.grid = std::max<int64_t>(1, std::min<int64_t>(t.tiles, t.multiprocessors));
+  // The split_parallel form stores through the fold kernel, element by element.
+  t.tma_store = !t.split_parallel && implicit_wgmma_can_store_by_tma(p, t);
+  implicit_wgmma_store_box(t.tile, t.store_box);
+  t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages, t.tma_store);
 
   double useful = box_useful;
   useful *= static_cast<double>(g.opg) / static_cast<double>(t.o_tiles * kWgmmaConvBlockO);
@@ -322,21 +323,20 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   return t;
 }
 
-// The reduction segments of p (1 for transposed convolutions: their phases are planned alike).
+inline int64_t implicit_wgmma_phase_count(const ImplicitWgmmaPlan& t) {
+  return int64_t{t.phases[0]} * t.phases[1] * t.phases[2];
+}
+
+// The reduction segments of a problem, from its 128-position plan `narrow`: one image's tiles
+// (the batch's, divided by the batch) and the k blocks; 1 for transposed convolutions (their
+// phases are planned alike).
+inline int implicit_wgmma_segments(const ImplicitWgmmaPlan& narrow) {
+  if (implicit_wgmma_phase_count(narrow) > 1 || narrow.batch < 1) return 1;
+  return implicit_wgmma_segments_for(narrow.base_tiles / narrow.batch, narrow.k_blocks,
+                                     narrow.multiprocessors);
+}
 inline int implicit_wgmma_segments(const detail::ConvProblem& p, const DeviceDescription& dev) {
-  const ConvGeometry g = normalize(p);
-  for (int d = 0; d < kDims; ++d) {
-    if (g.idil[d] != 1) return 1;
-  }
-  int64_t image_tiles = g.groups * ceil_div(g.opg, kWgmmaConvBlockO);
-  int32_t tile[kDims];
-  const int64_t out[kDims] = {std::max<int64_t>(1, g.out[0]), std::max<int64_t>(1, g.out[1]),
-                              std::max<int64_t>(1, g.out[2])};
-  const int64_t stride[kDims] = {g.stride[0], g.stride[1], g.stride[2]};
-  choose_wgmma_conv_box(out, stride, 128, tile);
-  for (int d = 0; d < kDims; ++d) image_tiles *= ceil_div(g.out[d], tile[d]);
-  const int64_t k_blocks = p.kernel_positions() * ceil_div(g.cpg, kWgmmaConvBlockK);
-  return implicit_wgmma_segments_for(image_tiles, k_blocks, std::max(1, dev.multiprocessors));
+  return implicit_wgmma_segments(implicit_wgmma_plan_for(p, dev, 128));
 }
 
 // The plan of stride phase `phase` of the problem `base` (phase 0's plan) was made for: the same
@@ -352,10 +352,6 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
   return t;
 }
 
-inline int64_t implicit_wgmma_phase_count(const ImplicitWgmmaPlan& t) {
-  return int64_t{t.phases[0]} * t.phases[1] * t.phases[2];
-}
-
 // Positions per tile: 256 (128 accumulators per consumer thread, the most work per loaded byte)
 // unless 128-position tiles fill the machine's waves enough better to pay for reading each
 // weight block twice as often: the estimated time of a tile is proportional to its positions,
@@ -363,12 +359,12 @@ inline int64_t implicit_wgmma_phase_count(const ImplicitWgmmaPlan& t) {
 inline ImplicitWgmmaPlan implicit_wgmma_plan(const detail::ConvProblem& p,
                                              const DeviceDescription& dev,
                                              int64_t workspace_budget) {
-  const int segments = implicit_wgmma_segments(p, dev);
+  const ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
+  const int segments = implicit_wgmma_segments(narrow);
   if (segments > 1) {
     return implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget);
   }
   const ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
-  const ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
   const double slots = std::max(1, dev.multiprocessors);
   const auto cost = [&](const ImplicitWgmmaPlan& t, double per_position) {
     return std::ceil(static_cast<double>(t.tiles) / slots) * t.block_n * per_position;
