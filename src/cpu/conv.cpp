@@ -102,13 +102,13 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   // The FMA path reads a weight without flip whose rows (o) hold taps x channels contiguously
   // in bf16 or f32 straight into its panels; otherwise through the fp32 [o][tap][cpg] copy.
   const auto dense_rows = [&] {
-    int64_t expected = wt.strides[S + 1] == 1 ? 1 : -1;
+    if (wt.strides[S + 1] != 1) return false;
     int64_t run = cpg;
-    for (int d = S - 1; d >= 0 && expected > 0; --d) {
-      if (geo.k[d] > 1 && wt.strides[1 + d] != run) expected = -1;
+    for (int d = S - 1; d >= 0; --d) {
+      if (geo.k[d] > 1 && wt.strides[1 + d] != run) return false;
       run *= geo.k[d];
     }
-    return expected > 0;
+    return true;
   };
   const bool panels_from_weight =
       fma && !problem.flip && (wt.dtype == DType::bf16 || wt.dtype == DType::f32) && dense_rows();
