@@ -5,9 +5,13 @@
 // bias, position, channel and reduction tails, strided x / out views, the reduction in k
 // segments) on every dtype pair,
 // against the double reference and the CPU backend, outputs poisoned before each run; the same
-// bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, and for each image
-// alone against the batch (batch invariance), parallel against chained segments; VAE layers.
+// bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, from the ping-pong
+// schedule (wgmma_pingpong.cuh; on grids of 1, 3 and the plan's) against the cooperative one, and
+// for each image alone against the batch (batch invariance), parallel against chained segments;
+// VAE layers.
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +66,15 @@ ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0) {
 void launch_and_wait(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan) {
   cuda::conv_impl::launch_conv_implicit_wgmma(p, plan, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// The ping-pong form of p's 128-position plan on `grid` CTAs (0: the plan's), where it can run.
+std::optional<ImplicitWgmmaPlan> pingpong_plan(const detail::ConvProblem& p, int64_t grid = 0) {
+  ImplicitWgmmaPlan t = plan_or_fail(p, 128);
+  if (!cuda::conv_impl::implicit_wgmma_can_pingpong(t)) return std::nullopt;
+  t.pingpong = true;
+  if (grid > 0) t.grid = std::min(grid, t.grid);
+  return t;
 }
 
 std::vector<Case> matrix() {
@@ -231,6 +244,13 @@ void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
   const ImplicitWgmmaPlan other = plan_or_fail(p, plan.block_n == 256 ? 128 : 256);
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(other)))
       << what << ": " << other.block_n << "-position tiles differ";
+  // The ping-pong schedule: the same bits, each consumer warpgroup on one or many tiles.
+  for (const int64_t grid : {int64_t{0}, int64_t{3}, int64_t{1}}) {
+    const std::optional<ImplicitWgmmaPlan> pp = pingpong_plan(p, grid);
+    if (!pp) break;
+    EXPECT_TRUE(gemmkit_test::same_bits(first, run(*pp)))
+        << what << ": the ping-pong schedule differs (" << cuda::conv_impl::to_string(*pp) << ")";
+  }
 }
 
 TEST(GpuConvImplicitWgmma, ParameterMatrix) {
@@ -246,7 +266,7 @@ TEST(GpuConvImplicitWgmma, ParameterMatrix) {
 }
 
 // Small cases of the matrix (2-D padded with tails, strided with groups, 3-D, cropped, transposed)
-// with both tile widths, sized for compute-sanitizer (scripts/device.sh runs every *Sanitize* test
+// with both tile widths and the ping-pong schedule, sized for compute-sanitizer (scripts/device.sh runs every *Sanitize* test
 // under memcheck, racecheck and synccheck).
 TEST(GpuConvSanitize, ImplicitWgmma) {
   GEMMKIT_REQUIRE_HOPPER();
@@ -261,6 +281,7 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
     // Both tile widths, or (the k-split case) the parallel and the chained segments.
     const ImplicitWgmmaPlan chosen = plan_or_fail(p);
     std::vector<ImplicitWgmmaPlan> plans{plan_or_fail(p, 128), plan_or_fail(p, 256)};
+    if (const std::optional<ImplicitWgmmaPlan> pp = pingpong_plan(p, 3)) plans.push_back(*pp);
     if (chosen.k_segments > 1) {
       plans = {chosen,
                cuda::conv_impl::implicit_wgmma_plan_for(p, cuda::conv_impl::describe_device(0), 128,
@@ -339,6 +360,11 @@ void expect_vae_layer(int64_t size, int segments, uint64_t seed) {
   const HostTensor got = prepared.run([&] { launch_and_wait(p, plan); });
   EXPECT_EQ(gemmkit_test::check_output(got, any_order(prepared.ref), what), 0);
   expect_close_to_cpu(got, prepared.cpu_out, prepared.ref, what + " vs the CPU backend");
+  if (segments > 1) return;
+  const std::optional<ImplicitWgmmaPlan> pp = pingpong_plan(p);
+  ASSERT_TRUE(pp.has_value());
+  EXPECT_TRUE(gemmkit_test::same_bits(got, prepared.run([&] { launch_and_wait(p, *pp); })))
+      << what << ": the ping-pong schedule differs";
 }
 
 // The layer of the suites with the most k blocks per tile (128 x 128, the VAE at 1024x1024).

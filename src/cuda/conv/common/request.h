@@ -49,11 +49,18 @@ enum class SmallOChoice : int { automatic = 0, tma = 1, taps = 2, mma = 3, cuda 
 // Hopper kernel wherever it applies; mma: the mma.sync kernel only.
 enum class ImplicitChoice : int { automatic = 0, wgmma = 1, mma = 2 };
 
+// GEMMKIT_CONV_WGMMA_SCHEDULE: how the Hopper implicit GEMM's two consumer warpgroups share the
+// work. automatic: as implicit_wgmma_plan chooses (wgmma_plan.h); cooperative: both on each tile
+// (wgmma.cuh); pingpong: each on its own 128-position tiles, in turn (wgmma_pingpong.cuh), where
+// the plan allows it (one reduction segment, TMA stores), else cooperative.
+enum class WgmmaScheduleChoice : int { automatic = 0, cooperative = 1, pingpong = 2 };
+
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
                                                  "gemm", "implicit", "reference"};
 inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
 inline constexpr const char* kSmallOChoiceNames[] = {"auto", "tma", "taps", "mma", "cuda"};
 inline constexpr const char* kImplicitChoiceNames[] = {"auto", "wgmma", "mma"};
+inline constexpr const char* kWgmmaScheduleChoiceNames[] = {"auto", "cooperative", "pingpong"};
 
 inline const char* algo_name(ConvAlgo algo) {
   return enum_name(algo, kConvAlgoNames);
@@ -69,6 +76,10 @@ inline const char* small_o_choice_name(SmallOChoice choice) {
 
 inline const char* implicit_choice_name(ImplicitChoice choice) {
   return enum_name(choice, kImplicitChoiceNames);
+}
+
+inline const char* wgmma_schedule_choice_name(WgmmaScheduleChoice choice) {
+  return enum_name(choice, kWgmmaScheduleChoiceNames);
 }
 
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
@@ -102,6 +113,7 @@ struct ConvRequest {
   SmallOChoice small_o = SmallOChoice::automatic;
   DepthwiseChoice depthwise = DepthwiseChoice::automatic;
   ImplicitChoice implicit = ImplicitChoice::automatic;
+  WgmmaScheduleChoice wgmma_schedule = WgmmaScheduleChoice::automatic;
   // Deterministic mode (options.deterministic 1, or -1 with GEMMKIT_DETERMINISTIC=1): every
   // choice a pure function of the problem, the request and the device description. The static
   // selection runs (no race), cuDNN takes its heuristic's engine (not timed), and a path that
@@ -128,6 +140,7 @@ struct ConvRequestSettings {
   std::string env_small_o;        // GEMMKIT_CONV_SMALL_O: auto | tma | taps | mma | cuda
   std::string env_depthwise;      // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
   std::string env_implicit;       // GEMMKIT_CONV_IMPLICIT: auto | wgmma | mma
+  std::string env_wgmma_schedule;  // GEMMKIT_CONV_WGMMA_SCHEDULE: auto | cooperative | pingpong
   // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
   // before this; here they count as on).
   int option_deterministic = -1;
@@ -157,6 +170,8 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
   parse_choice_setting("GEMMKIT_CONV_DEPTHWISE", s.env_depthwise, kDepthwiseChoiceNames,
                        r.depthwise);
   parse_choice_setting("GEMMKIT_CONV_IMPLICIT", s.env_implicit, kImplicitChoiceNames, r.implicit);
+  parse_choice_setting("GEMMKIT_CONV_WGMMA_SCHEDULE", s.env_wgmma_schedule,
+                       kWgmmaScheduleChoiceNames, r.wgmma_schedule);
   if (s.option_workspace >= 0) {
     r.workspace_bytes = s.option_workspace;
   } else if (!s.env_workspace_mb.empty()) {
@@ -192,6 +207,7 @@ inline ConvRequestSettings request_settings(const std::string& option_algo,
   s.env_small_o = detail::env_setting("GEMMKIT_CONV_SMALL_O");
   s.env_depthwise = detail::env_setting("GEMMKIT_CONV_DEPTHWISE");
   s.env_implicit = detail::env_setting("GEMMKIT_CONV_IMPLICIT");
+  s.env_wgmma_schedule = detail::env_setting("GEMMKIT_CONV_WGMMA_SCHEDULE");
   return s;
 }
 

@@ -1,6 +1,6 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation,
 // weight and (TMA-store epilogue) out tensor maps of the plan, picks the instantiation (input
-// dtype, output dtype, positions per tile, epilogue), raises the kernel's shared memory limit once
+// dtype, output dtype, positions per tile, epilogue, schedule: cooperative or ping-pong), raises the kernel's shared memory limit once
 // per device and launches the persistent grid, once per stride phase for a transposed convolution.
 #include <atomic>
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "cuda/conv/gemm/launch.h"
 #include "cuda/conv/implicit_gemm/wgmma.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_pingpong.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 
 namespace gemmkit::cuda::conv_impl {
@@ -59,6 +60,19 @@ void launch_typed(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
   }
 }
 
+template <typename T, typename TOut>
+void launch_pingpong(const ImplicitWgmmaPlan& plan, const T* bias, const CUtensorMap& x_map,
+                     const CUtensorMap& w_map, const CUtensorMap& out_map, cudaStream_t stream) {
+  constexpr int kStages = implicit_wgmma_stages(128);
+  constexpr int64_t kSmem = implicit_wgmma_smem_bytes(128, kStages, true);
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = conv_implicit_wgmma_pingpong_kernel<T, TOut, kStages>;
+  allow_shared_memory(kernel, kSmem, smem_set);
+  kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
+           static_cast<size_t>(kSmem), stream>>>(x_map, w_map, out_map, plan, bias);
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
 template <typename T, typename TOut, int kBN>
 void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                      const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
@@ -75,6 +89,12 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
     if (plan.tma_store) {
       const CUtensorMap out_map = encode(static_cast<const char*>(p.out.data) + plan.out_base * 2,
                                          implicit_wgmma_out_map(plan, p.out_channels));
+      if constexpr (kBN == 128) {
+        if (plan.pingpong) {
+          const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+          return launch_pingpong<T, TOut>(plan, bias, x_map, w_map, out_map, stream);
+        }
+      }
       return with_segments(std::true_type{}, out_map);
     }
   }
@@ -89,11 +109,12 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
       plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0 ||
       (plan.k_segments > 1 && plan.block_n != 128) ||
       (plan.split_parallel && (plan.k_segments <= 1 || plan.tma_store)) ||
-      (plan.split_parallel && plan.base_tiles * (plan.block_n / 8) > kMaxGridX)) {
+      (plan.split_parallel && plan.base_tiles * (plan.block_n / 8) > kMaxGridX) ||
+      (plan.pingpong && !implicit_wgmma_can_pingpong(plan))) {
     throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM plan with grid " +
                 std::to_string(plan.grid) + ", block_n " + std::to_string(plan.block_n) +
                 ", stages " + std::to_string(plan.stages) + ", k_blocks " +
-                std::to_string(plan.k_blocks));
+                std::to_string(plan.k_blocks) + (plan.pingpong ? ", ping-pong" : ""));
   }
   const ConvGeometry g = normalize(p);
   const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g));

@@ -48,13 +48,14 @@ constexpr int64_t kWgmmaConvStagingBytes = int64_t{2} * 2 * kWgmmaConvStoreChunk
 
 // Shared memory of a (kBN, stages) instance: 1024 bytes of alignment slack, the stages (weight box
 // 128 x 64 and activation box kBN x 64, 16-bit), the store staging where the epilogue stores by
-// TMA, then full and empty mbarriers per stage.
+// TMA, then full and empty mbarriers per stage and the two order mbarriers of the ping-pong
+// schedule.
 constexpr int64_t implicit_wgmma_stage_bytes(int block_n) {
   return int64_t{kWgmmaConvBlockO + block_n} * kWgmmaConvBlockK * 2;
 }
 constexpr int64_t implicit_wgmma_smem_bytes(int block_n, int stages, bool tma_store) {
   return 1024 + stages * implicit_wgmma_stage_bytes(block_n) +
-         (tma_store ? kWgmmaConvStagingBytes : 0) + 2 * int64_t{stages} * 8;
+         (tma_store ? kWgmmaConvStagingBytes : 0) + 2 * int64_t{stages + 1} * 8;
 }
 // The stages each instance is built with (the shared memory of one CTA per SM).
 constexpr int implicit_wgmma_stages(int block_n) {
@@ -79,6 +80,9 @@ struct ImplicitWgmmaPlan {
   // (d, h, w; kWgmmaConvStoreChunk in all), else a store per element.
   bool tma_store = false;
   int32_t store_box[kDims] = {1, 1, 1};
+  // The ping-pong schedule (wgmma_pingpong.cuh: each consumer warpgroup on its own tiles, in
+  // turn): block_n 128, one reduction segment and TMA stores only; else the cooperative one.
+  bool pingpong = false;
   // Stride phases of a transposed convolution (input dilation per dim; 1 = none), and the phase
   // this plan is of.
   int32_t phases[kDims] = {1, 1, 1};
@@ -236,6 +240,27 @@ GEMMKIT_CONV_HD void implicit_wgmma_store_coords(const ImplicitWgmmaPlan& p, con
   c[3] = t.p0[0] + (column >> (p.tile_shift[2] + p.tile_shift[1]));
   c[4] = static_cast<int32_t>(t.n);
 }
+
+// A consumer's position in the ring of kStages stages: the stage and the parity of its pass. The
+// producer fills k blocks in order, position q at stage q % kStages, pass q / kStages.
+template <int kStages>
+struct WgmmaConvRing {
+  int stage = 0;
+  uint32_t phase = 0;
+  GEMMKIT_CONV_HD void next() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  // `count` positions on (k blocks another consumer warpgroup reduces).
+  GEMMKIT_CONV_HD void skip(int32_t count) {
+    const int32_t to = stage + count;
+    const int32_t passes = to / kStages;
+    stage = to - passes * kStages;
+    phase ^= static_cast<uint32_t>(passes) & 1u;
+  }
+};
 
 // ---- Tensor maps (host) ---------------------------------------------------------------------
 

@@ -12,6 +12,7 @@
 #include "cuda/conv/common/config.h"
 #include "cuda/conv/common/occupancy.h"
 #include "cuda/conv/common/operands.h"
+#include "cuda/conv/common/request.h"
 #include "cuda/conv/implicit_gemm/layout.h"
 #include "cuda/conv/implicit_gemm/wgmma_layout.h"
 
@@ -339,6 +340,19 @@ inline int implicit_wgmma_segments(const detail::ConvProblem& p, const DeviceDes
   return implicit_wgmma_segments(implicit_wgmma_plan_for(p, dev, 128));
 }
 
+// Whether plan t can run the ping-pong schedule: 128-position tiles, one reduction segment, TMA
+// stores (the kernel has no other epilogue: its element stores spilled).
+inline bool implicit_wgmma_can_pingpong(const ImplicitWgmmaPlan& t) {
+  return t.block_n == 128 && t.k_segments == 1 && !t.split_parallel && t.tma_store;
+}
+
+// Whether auto takes the ping-pong schedule for the 128-position plan `narrow` (one that can run
+// it) in place of the cooperative schedule's choice.
+inline bool implicit_wgmma_prefers_pingpong(const ImplicitWgmmaPlan& narrow) {
+  (void)narrow;
+  return false;
+}
+
 // The plan of stride phase `phase` of the problem `base` (phase 0's plan) was made for: the same
 // tile width and machine, the grid no larger than base's (a caller's cap).
 inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
@@ -349,6 +363,7 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
   ImplicitWgmmaPlan t =
       implicit_wgmma_plan_for(p, dev, base.block_n, phase, base.k_segments, base.workspace_bytes);
   t.grid = std::min(t.grid, base.grid);
+  t.pingpong = base.pingpong && implicit_wgmma_can_pingpong(t);
   return t;
 }
 
@@ -356,13 +371,22 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
 // unless 128-position tiles fill the machine's waves enough better to pay for reading each
 // weight block twice as often: the estimated time of a tile is proportional to its positions,
 // plus a fixed ~10% for the smaller tile's lower MMA-to-load ratio.
-inline ImplicitWgmmaPlan implicit_wgmma_plan(const detail::ConvProblem& p,
-                                             const DeviceDescription& dev,
-                                             int64_t workspace_budget) {
-  const ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
+// The schedule: `schedule` (GEMMKIT_CONV_WGMMA_SCHEDULE) pingpong takes the ping-pong schedule
+// wherever the 128-position plan can run it, automatic where implicit_wgmma_prefers_pingpong says
+// so; otherwise the cooperative schedule.
+inline ImplicitWgmmaPlan implicit_wgmma_plan(
+    const detail::ConvProblem& p, const DeviceDescription& dev, int64_t workspace_budget,
+    WgmmaScheduleChoice schedule = WgmmaScheduleChoice::automatic) {
+  ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
   const int segments = implicit_wgmma_segments(narrow);
   if (segments > 1) {
     return implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget);
+  }
+  if (implicit_wgmma_can_pingpong(narrow) &&
+      (schedule == WgmmaScheduleChoice::pingpong ||
+       (schedule == WgmmaScheduleChoice::automatic && implicit_wgmma_prefers_pingpong(narrow)))) {
+    narrow.pingpong = true;
+    return narrow;
   }
   const ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
   const double slots = std::max(1, dev.multiprocessors);
@@ -380,6 +404,7 @@ inline std::string to_string(const ImplicitWgmmaPlan& t) {
          " tiles=" + std::to_string(t.tiles) + " grid=" + std::to_string(t.grid) +
          " smem=" + std::to_string(t.smem_bytes) + " k_blocks=" + std::to_string(t.k_blocks) +
          (t.tma_store ? " store=tma" : " store=elementwise") +
+         (t.pingpong ? " schedule=pingpong" : " schedule=cooperative") +
          (t.k_segments > 1 ? " k_segments=" + std::to_string(t.k_segments) + "x" +
                                  std::to_string(t.segment_blocks) +
                                  (t.split_parallel ? " split=parallel workspace=" +

@@ -1,0 +1,217 @@
+// Device pieces the two schedules of the Hopper implicit-GEMM convolution share (wgmma.cuh: two
+// consumer warpgroups on one tile; wgmma_pingpong.cuh: each consumer warpgroup on its own tiles,
+// in turn): the shared-memory layout, the producer's TMA loop, one k block's MMAs, the ring
+// position arithmetic and both epilogues (a store per element, or TMA stores of swizzled staging).
+// Every piece keeps the per-output chain of wgmma.cuh's contract, so both schedules return the
+// same bits.
+#pragma once
+
+#include <cuda.h>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/conv/common/dtype.cuh"
+#include "cuda/conv/implicit_gemm/wgmma_layout.h"
+
+namespace gemmkit::cuda::conv_impl::wgmma_conv_detail {
+
+// The shared memory of a CTA: kStages stages of (weight box 128 x 64, activation box kBN x 64),
+// then (kTmaStore) the store staging, two chunk buffers per consumer warpgroup, then the
+// mbarriers: full and empty per stage, and two order barriers (the ping-pong schedule's).
+template <int kBN, int kStages, bool kTmaStore>
+struct SharedLayout {
+  static constexpr int kWeightBytes = kWgmmaConvBlockO * kWgmmaConvBlockK * 2;
+  static constexpr int kActivationBytes = kBN * kWgmmaConvBlockK * 2;
+  static constexpr int kStageBytes = kWeightBytes + kActivationBytes;
+  static constexpr int kChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
+  static_assert(kActivationBytes % 1024 == 0, "swizzled boxes stay 1024-byte aligned");
+  static_assert(kStages * kStageBytes + (kTmaStore ? kWgmmaConvStagingBytes : 0) + 8 * 2 *
+                        (kStages + 1) + 1024 <=
+                    implicit_wgmma_smem_bytes(kBN, kStages, kTmaStore),
+                "the launch's shared memory holds the layout");
+
+  uint8_t* base;
+  __device__ __forceinline__ explicit SharedLayout(char* raw)
+      : base(reinterpret_cast<uint8_t*>(raw + ((1024u - (ptx::smem_address(raw) & 1023u)) & 1023u))) {}
+  __device__ __forceinline__ uint8_t* weight_box(int stage) const {
+    return base + stage * kStageBytes;
+  }
+  __device__ __forceinline__ uint8_t* activation_box(int stage) const {
+    return base + stage * kStageBytes + kWeightBytes;
+  }
+  // Consumer warpgroup `consumer`'s two chunk buffers.
+  __device__ __forceinline__ uint8_t* staging(int consumer) const {
+    return base + kStages * kStageBytes + consumer * 2 * kChunkBytes;
+  }
+  __device__ __forceinline__ uint64_t* full() const {
+    return reinterpret_cast<uint64_t*>(base + kStages * kStageBytes +
+                                       (kTmaStore ? kWgmmaConvStagingBytes : 0));
+  }
+  __device__ __forceinline__ uint64_t* empty() const { return full() + kStages; }
+  __device__ __forceinline__ uint64_t* order() const { return full() + 2 * kStages; }
+};
+
+// The producer (one thread): for each work item b, b + grid, ... of the CTA, in order, the weight
+// and activation boxes of each of its k blocks into the next stage, once the stage is free.
+template <int kBN, int kStages, bool kTmaStore>
+__device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensorMap* w_map,
+                                        const ImplicitWgmmaPlan& plan,
+                                        const SharedLayout<kBN, kStages, kTmaStore>& smem) {
+  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
+  uint64_t* const full = smem.full();
+  uint64_t* const empty = smem.empty();
+  WgmmaConvRing<kStages> at;
+  for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
+    const WgmmaConvItem it = implicit_wgmma_item(plan, item);
+    const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
+    for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
+      const WgmmaConvCoords c = implicit_wgmma_coords(plan, t, kb);
+      ptx::mbarrier_wait(&empty[at.stage], at.phase ^ 1);
+      ptx::mbarrier_arrive_expect_tx(&full[at.stage], Layout::kStageBytes);
+      ptx::tma_load_5d(smem.weight_box(at.stage), w_map, &full[at.stage], c.w[0], c.w[1], c.w[2],
+                       c.w[3], c.w[4]);
+      ptx::tma_load_5d(smem.activation_box(at.stage), x_map, &full[at.stage], c.x[0], c.x[1],
+                       c.x[2], c.x[3], c.x[4]);
+      at.next();
+    }
+  }
+}
+
+// The MMAs of one k block (4 k16 steps) for 64 output channels (rows of `weight_band`) and kBN
+// positions, one commit group; `first` starts the chain from zero.
+template <typename T, int kBN>
+__device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
+                                          const uint8_t* activations, bool first) {
+  wgmma::fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
+                            wgmma::smem_descriptor_sw128(activations, 32 * j), !(first && j == 0));
+  }
+  wgmma::commit_group();
+}
+
+// The output channel (within the group) of fragment rows lane / 4 of warp `warp` of 64-channel
+// half `half` of tile `at`; the thread's other row is 8 channels on.
+__device__ __forceinline__ int32_t fragment_row0(const WgmmaConvTile& at, int half, int warp,
+                                                 int lane) {
+  return static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + half * 64 + warp * 16 + lane / 4;
+}
+
+// The bias of output channels row0 and row0 + 8 of tile `at` (0 without a bias or past the
+// group's channels), and whether each is an output channel.
+template <typename T>
+__device__ __forceinline__ void load_bias_rows(const ImplicitWgmmaPlan& plan,
+                                               const WgmmaConvTile& at, int32_t row0, const T* bias,
+                                               float (&value)[2], bool (&ok)[2]) {
+  ok[0] = row0 < plan.opg;
+  ok[1] = row0 + 8 < plan.opg;
+  value[0] = value[1] = 0.f;
+  if (plan.has_bias) {
+    const int64_t first = at.group * plan.opg + row0;
+    if (ok[0]) value[0] = to_float(bias[first * plan.bias_stride]);
+    if (ok[1]) value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
+  }
+}
+
+// Stores accumulators v (the fragment's 4 j .. 4 j + 3: channels row0 + 8 (r / 2), box column
+// 8 j + 2 (lane % 4) + r % 2) of tile `at`, + bias, one rounding, the in-range elements only.
+template <typename TOut>
+__device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
+                                               const WgmmaConvTile& at, int32_t row0, int j,
+                                               int lane, const float (&v)[4],
+                                               const float (&bias_value)[2], const bool (&ok)[2],
+                                               TOut* out) {
+  const int64_t channel_stride = plan.out_stride[kDims + 1];
+  TOut* const tile_out =
+      out + implicit_wgmma_tile_out_base(plan, at) + int64_t{row0} * channel_stride;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int32_t position[kDims];
+    const int32_t column = 8 * j + 2 * (lane % 4) + half;
+    if (!implicit_wgmma_position(plan, at, column, position)) continue;
+    TOut* const at_out = tile_out + implicit_wgmma_position_offset(plan, position);
+#pragma unroll
+    for (int r2 = 0; r2 < 2; ++r2) {
+      if (!ok[r2]) continue;
+      float value = v[2 * r2 + half];
+      if (plan.has_bias) value += bias_value[r2];
+      at_out[8 * r2 * channel_stride] = from_float<TOut>(value);
+    }
+  }
+}
+
+// The element-store epilogue of 64-channel half `half` of tile `at` (accumulators acc, kBN / 2
+// of them in the fragment layout of mma_block).
+template <typename T, typename TOut, int kBN>
+__device__ __forceinline__ void store_half_elements(const ImplicitWgmmaPlan& plan,
+                                                    const WgmmaConvTile& at, int half,
+                                                    const float (&acc)[kBN / 2], const T* bias,
+                                                    int warp, int lane, TOut* out) {
+  const int32_t row0 = fragment_row0(at, half, warp, lane);
+  bool row_ok[2];
+  float bias_value[2];
+  load_bias_rows(plan, at, row0, bias, bias_value, row_ok);
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+    const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+    store_elements(plan, at, row0, j, lane, v, bias_value, row_ok, out);
+  }
+}
+
+// The TMA-store epilogue of 64-channel half `half` of tile `at` by one consumer warpgroup
+// (thread t of 128; named barrier `barrier` of its 128 threads): + bias, one rounding, 64
+// positions at a time transposed by stmatrix into one of the warpgroup's two swizzled chunk
+// buffers (`staging`; `turn` counts the warpgroup's chunks: buffer turn & 1), each stored as one
+// box of the out map by thread 0. A half whose 64 channels start past the group's (o / groups =
+// 64 with groups) stores nothing: its box would cover the next group's channels.
+template <typename T, typename TOut, int kBN>
+__device__ __forceinline__ void store_half_by_tma(const CUtensorMap* out_map,
+                                                  const ImplicitWgmmaPlan& plan,
+                                                  const WgmmaConvTile& at, int half,
+                                                  const float (&acc)[kBN / 2], const T* bias,
+                                                  uint8_t* staging, int barrier, int t,
+                                                  uint32_t& turn) {
+  constexpr int kChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
+  if (static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + half * 64 >= plan.opg) return;
+  const int warp = t / 32, lane = t % 32;
+  bool row_ok[2];
+  float bias_value[2];
+  load_bias_rows(plan, at, fragment_row0(at, half, warp, lane), bias, bias_value, row_ok);
+  const auto value = [&](int j, int r2, int column) {
+    const float v = acc[4 * j + 2 * r2 + column];
+    return plan.has_bias ? v + bias_value[r2] : v;
+  };
+  // Lane l addresses row l % 8 of matrix l / 8 of each stmatrix: matrix m holds columns
+  // 8 (jj + m / 2) .. + 7 of the chunk and the warp's channels 16 warp + 8 (m % 2) .. + 7, one
+  // 16-byte unit of each position's row, placed by the 128-byte swizzle.
+  const int m = lane / 8;
+#pragma unroll
+  for (int q = 0; q < kBN / kWgmmaConvStoreChunk; ++q, ++turn) {
+    uint8_t* const buffer = staging + (turn & 1) * kChunkBytes;
+    if (t == 0) ptx::bulk_wait_group_read<1>();  // the buffer's store of two chunks ago
+    ptx::named_barrier_sync(barrier, 128);
+#pragma unroll
+    for (int jj = 0; jj < 8; jj += 2) {
+      uint32_t r[4];
+#pragma unroll
+      for (int mm = 0; mm < 4; ++mm) {
+        const int j = 8 * q + jj + mm / 2;
+        r[mm] = round_pair<TOut>(value(j, mm % 2, 0), value(j, mm % 2, 1));
+      }
+      const int row = 8 * (jj + m / 2) + lane % 8;
+      const int unit = (warp * 2 + m % 2) ^ (row & 7);
+      ptx::stmatrix_x4_trans(ptx::smem_address(buffer + row * 128 + unit * 16), r);
+    }
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(barrier, 128);
+    if (t == 0) {
+      int32_t c[5];
+      implicit_wgmma_store_coords(plan, at, half, q, c);
+      ptx::tma_store_5d(out_map, buffer, c[0], c[1], c[2], c[3], c[4]);
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
+}  // namespace gemmkit::cuda::conv_impl::wgmma_conv_detail
