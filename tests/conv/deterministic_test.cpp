@@ -105,10 +105,10 @@ TEST(ConvDeterministic, NothingRacesAndTheChoiceIsTheStaticOne) {
                   "against " +
                   path_name(raced.second.path));
   }
-  // A shape that does not race (c = 32: the mma.sync implicit GEMM against cuDNN): the same
+  // A shape that does not race (c = 16: the mma.sync implicit GEMM against cuDNN): the same
   // choice, the mode named.
   const ConvProblem p =
-      make_problem(gemmkit_test::padded_spec({2, 28, 28, 32}, {128, 3, 3, 32}, 1));
+      make_problem(gemmkit_test::padded_spec({2, 28, 28, 16}, {128, 3, 3, 16}, 1));
   const ConvCandidates d = select_conv_candidates(p, dev, default_mode());
   const ConvCandidates c = select_conv_candidates(p, dev, deterministic());
   EXPECT_FALSE(d.race);

@@ -585,8 +585,11 @@ TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
   ConvRequest own = request_of("", kDefaultWorkspaceBytes);
   own.cudnn_in_auto = false;
   EXPECT_EQ(select_conv_config(make_problem(s), kH200, own).path, ConvPath::implicit_wgmma);
-  // c = 32: half of every k block would be zeros; the mma.sync kernel packs taps.
-  const Spec narrow = conv_spec({1, 128, 128, 32}, {512, 3, 3, 32}, 1);
+  // c = 32 (half of every k block zeros) still runs faster on it; c = 16 (three quarters zeros)
+  // stays on the mma.sync kernel, which packs taps.
+  const Spec c32 = conv_spec({1, 128, 128, 32}, {512, 3, 3, 32}, 1);
+  EXPECT_EQ(select_conv_config(make_problem(c32), kH200, own).path, ConvPath::implicit_wgmma);
+  const Spec narrow = conv_spec({1, 128, 128, 16}, {512, 3, 3, 16}, 1);
   const ConvConfig n = select_conv_config(make_problem(narrow), kH200, own);
   EXPECT_EQ(n.path, ConvPath::implicit_gemm) << to_string(n);
   EXPECT_NE(n.reason.find("mma.sync"), std::string::npos) << n.reason;
