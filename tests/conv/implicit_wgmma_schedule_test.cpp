@@ -36,9 +36,8 @@ Spec padded(std::vector<int64_t> x, std::vector<int64_t> w, int64_t pad) {
 TEST(ConvImplicitWgmmaSchedule, PingPongWhereThePlanAllows) {
   // FLUX.2 VAE up3.res0.conv2 at 1024x1024 (c = 128, K = 18 k blocks).
   const Spec layer = padded({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1);
-  const ImplicitWgmmaPlan pp = implicit_wgmma_plan(make_problem(layer), kH200,
-                                                   kDefaultWorkspaceBytes,
-                                                   WgmmaScheduleChoice::pingpong);
+  const ImplicitWgmmaPlan pp = implicit_wgmma_plan(
+      make_problem(layer), kH200, kDefaultWorkspaceBytes, WgmmaScheduleChoice::pingpong);
   EXPECT_TRUE(pp.pingpong) << to_string(pp);
   EXPECT_EQ(pp.block_n, 128);
   EXPECT_EQ(pp.k_segments, 1);
@@ -46,9 +45,8 @@ TEST(ConvImplicitWgmmaSchedule, PingPongWhereThePlanAllows) {
   EXPECT_EQ(pp.smem_bytes, implicit_wgmma_smem_bytes(128, implicit_wgmma_stages(128), true));
   EXPECT_LE(pp.smem_bytes, kH200.shared_per_block_optin);
   EXPECT_NE(to_string(pp).find("schedule=pingpong"), std::string::npos) << to_string(pp);
-  const ImplicitWgmmaPlan co = implicit_wgmma_plan(make_problem(layer), kH200,
-                                                   kDefaultWorkspaceBytes,
-                                                   WgmmaScheduleChoice::cooperative);
+  const ImplicitWgmmaPlan co = implicit_wgmma_plan(
+      make_problem(layer), kH200, kDefaultWorkspaceBytes, WgmmaScheduleChoice::cooperative);
   EXPECT_FALSE(co.pingpong);
   EXPECT_NE(to_string(co).find("schedule=cooperative"), std::string::npos) << to_string(co);
   const ImplicitWgmmaPlan automatic =
@@ -63,9 +61,8 @@ TEST(ConvImplicitWgmmaSchedule, PingPongWhereThePlanAllows) {
                    .pingpong);
   // A layer in reduction segments (VAE mid layer at 256x256) keeps them, cooperative.
   const Spec mid = padded({1, 32, 32, 512}, {512, 3, 3, 512}, 1);
-  const ImplicitWgmmaPlan seg = implicit_wgmma_plan(make_problem(mid), kH200,
-                                                    kDefaultWorkspaceBytes,
-                                                    WgmmaScheduleChoice::pingpong);
+  const ImplicitWgmmaPlan seg = implicit_wgmma_plan(
+      make_problem(mid), kH200, kDefaultWorkspaceBytes, WgmmaScheduleChoice::pingpong);
   EXPECT_GT(seg.k_segments, 1);
   EXPECT_FALSE(seg.pingpong);
   // Stride phases of a transposed convolution inherit the schedule.
@@ -180,8 +177,7 @@ std::string emulate(const Emulation& e, uint32_t seed) {
       if (tile >= e.tiles) continue;
       if (!s.started) {
         const bool wait = e.order_turns && (c == 1 || s.round > 0);
-        const uint32_t parity =
-            static_cast<uint32_t>((c == 1 ? s.round : s.round - 1) & 1);
+        const uint32_t parity = static_cast<uint32_t>((c == 1 ? s.round : s.round - 1) & 1);
         if (!wait || order[1 - c].passes(parity)) runnable.push_back(c);
       } else if (full[s.stage].passes(s.phase)) {
         runnable.push_back(c);

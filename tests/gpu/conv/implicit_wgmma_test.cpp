@@ -266,8 +266,8 @@ TEST(GpuConvImplicitWgmma, ParameterMatrix) {
 }
 
 // Small cases of the matrix (2-D padded with tails, strided with groups, 3-D, cropped, transposed)
-// with both tile widths and the ping-pong schedule, sized for compute-sanitizer (scripts/device.sh runs every *Sanitize* test
-// under memcheck, racecheck and synccheck).
+// with both tile widths and the ping-pong schedule, sized for compute-sanitizer (scripts/device.sh
+// runs every *Sanitize* test under memcheck, racecheck and synccheck).
 TEST(GpuConvSanitize, ImplicitWgmma) {
   GEMMKIT_REQUIRE_HOPPER();
   const std::vector<Case> cases = matrix();

@@ -132,14 +132,14 @@ inline std::string deterministic_origin(const ConvRequest& r) {
 // The raw settings a request is resolved from: the options, and the environment's values ("" when
 // a variable is unset). request_settings fills it from ConvOptions and the environment.
 struct ConvRequestSettings {
-  std::string option_algo;        // options.algo ("" = not set)
-  int64_t option_workspace = -1;  // options.workspace_bytes (< 0 = not set)
-  std::string env_algo;           // GEMMKIT_CONV_ALGO
-  std::string env_workspace_mb;   // GEMMKIT_CONV_WORKSPACE_MB
-  std::string env_cudnn;          // GEMMKIT_CONV_CUDNN: "" or "1" lets auto use cuDNN, "0" not
-  std::string env_small_o;        // GEMMKIT_CONV_SMALL_O: auto | tma | taps | mma | cuda
-  std::string env_depthwise;      // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
-  std::string env_implicit;       // GEMMKIT_CONV_IMPLICIT: auto | wgmma | mma
+  std::string option_algo;         // options.algo ("" = not set)
+  int64_t option_workspace = -1;   // options.workspace_bytes (< 0 = not set)
+  std::string env_algo;            // GEMMKIT_CONV_ALGO
+  std::string env_workspace_mb;    // GEMMKIT_CONV_WORKSPACE_MB
+  std::string env_cudnn;           // GEMMKIT_CONV_CUDNN: "" or "1" lets auto use cuDNN, "0" not
+  std::string env_small_o;         // GEMMKIT_CONV_SMALL_O: auto | tma | taps | mma | cuda
+  std::string env_depthwise;       // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
+  std::string env_implicit;        // GEMMKIT_CONV_IMPLICIT: auto | wgmma | mma
   std::string env_wgmma_schedule;  // GEMMKIT_CONV_WGMMA_SCHEDULE: auto | cooperative | pingpong
   // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
   // before this; here they count as on).

@@ -1,7 +1,8 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation,
 // weight and (TMA-store epilogue) out tensor maps of the plan, picks the instantiation (input
-// dtype, output dtype, positions per tile, epilogue, schedule: cooperative or ping-pong), raises the kernel's shared memory limit once
-// per device and launches the persistent grid, once per stride phase for a transposed convolution.
+// dtype, output dtype, positions per tile, epilogue, schedule: cooperative or ping-pong), raises
+// the kernel's shared memory limit once per device and launches the persistent grid, once per
+// stride phase for a transposed convolution.
 #include <atomic>
 #include <cstdint>
 #include <string>

@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
     if constexpr (kTmaStore) {
       wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, consumer, acc,
-                                                         bias, smem.staging(consumer),
-                                                         1 + consumer, t, store_turn);
+                                                         bias, smem.staging(consumer), 1 + consumer,
+                                                         t, store_turn);
     } else {
       wgmma_conv_detail::store_half_elements<T, TOut, kBN>(plan, tile_at, consumer, acc, bias, warp,
                                                            lane, out);

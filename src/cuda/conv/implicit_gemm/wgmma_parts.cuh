@@ -25,14 +25,15 @@ struct SharedLayout {
   static constexpr int kStageBytes = kWeightBytes + kActivationBytes;
   static constexpr int kChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
   static_assert(kActivationBytes % 1024 == 0, "swizzled boxes stay 1024-byte aligned");
-  static_assert(kStages * kStageBytes + (kTmaStore ? kWgmmaConvStagingBytes : 0) + 8 * 2 *
-                        (kStages + 1) + 1024 <=
+  static_assert(kStages * kStageBytes + (kTmaStore ? kWgmmaConvStagingBytes : 0) +
+                        8 * 2 * (kStages + 1) + 1024 <=
                     implicit_wgmma_smem_bytes(kBN, kStages, kTmaStore),
                 "the launch's shared memory holds the layout");
 
   uint8_t* base;
   __device__ __forceinline__ explicit SharedLayout(char* raw)
-      : base(reinterpret_cast<uint8_t*>(raw + ((1024u - (ptx::smem_address(raw) & 1023u)) & 1023u))) {}
+      : base(reinterpret_cast<uint8_t*>(raw +
+                                        ((1024u - (ptx::smem_address(raw) & 1023u)) & 1023u))) {}
   __device__ __forceinline__ uint8_t* weight_box(int stage) const {
     return base + stage * kStageBytes;
   }
