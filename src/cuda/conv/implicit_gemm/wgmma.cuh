@@ -66,12 +66,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x != 0) return;
-    ptx::prefetch_tensor_map(&x_map);
-    ptx::prefetch_tensor_map(&w_map);
-    if constexpr (kTmaStore) ptx::prefetch_tensor_map(&out_map);
-    wgmma_conv_detail::produce(&x_map, &w_map, plan, smem);
+    wgmma_conv_detail::run_producer(&x_map, &w_map, kTmaStore ? &out_map : nullptr, plan, smem);
     return;
   }
 

@@ -78,6 +78,22 @@ __device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensor
   }
 }
 
+// The producer warpgroup's part of a kernel (every thread of warpgroup 0 calls it, then returns):
+// its registers go to the consumers, and thread 0 prefetches the maps (out_map: a TMA-store
+// epilogue's, else null) and fills the ring.
+template <int kBN, int kStages, bool kTmaStore>
+__device__ __forceinline__ void run_producer(const CUtensorMap* x_map, const CUtensorMap* w_map,
+                                             const CUtensorMap* out_map,
+                                             const ImplicitWgmmaPlan& plan,
+                                             const SharedLayout<kBN, kStages, kTmaStore>& smem) {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+  if (threadIdx.x != 0) return;
+  ptx::prefetch_tensor_map(x_map);
+  ptx::prefetch_tensor_map(w_map);
+  if (out_map != nullptr) ptx::prefetch_tensor_map(out_map);
+  produce(x_map, w_map, plan, smem);
+}
+
 // The MMAs of one k block (4 k16 steps) for 64 output channels (rows of `weight_band`) and kBN
 // positions, one commit group; `first` starts the chain from zero.
 template <typename T, int kBN>
