@@ -50,7 +50,9 @@ use_python_cudnn
 
 stage_build() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/gpu.txt"
-  git rev-parse HEAD 2>/dev/null | tee -a "$logs/gpu.txt"
+  # The commit, and whether the tree differs from it (files changed on top of it are listed).
+  { git rev-parse HEAD && git status --porcelain --untracked-files=no | sed 's/^/changed: /'; } \
+    2>/dev/null | tee -a "$logs/gpu.txt"
   local start=$SECONDS
   # The torch extension (python/) is built too where torch imports; C++ that is loaded beside torch
   # is compiled by GEMMKIT_DEVICE_CXX (default /usr/bin/c++ where it exists), for every target.

@@ -215,18 +215,23 @@ def conv_pair_table(dispatch_path, own_path):
 
 def header_lines(folder, commit, gpu):
     gpu_file = os.path.join(folder, "gpu.txt")
+    changed = False  # the run's tree differed from the commit gpu.txt names
     if os.path.exists(gpu_file) and not (commit and gpu):
         with open(gpu_file) as f:
             text = [l.strip() for l in f if l.strip()]
+        changed = not commit and any(line.startswith("changed:") for line in text)
         for line in text:
             if re.fullmatch(r"[0-9a-f]{7,40}", line):
                 commit = commit or line[:7]
+            elif line.startswith("changed:"):
+                continue
             elif not line.startswith("name,") and "," in line:
                 name, driver = (line.split(",") + ["", ""])[:2]
                 gpu = gpu or f"{name.strip()}, driver {driver.strip()}"
     if not commit or not gpu:
         return None
-    return [f"Measured at commit `{commit}` on one {gpu}."]
+    local = " with local changes" if changed else ""
+    return [f"Measured at commit `{commit}`{local} on one {gpu}."]
 
 
 def block(spec, folder, commit, gpu):

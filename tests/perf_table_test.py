@@ -70,6 +70,15 @@ with tempfile.TemporaryDirectory() as d:
     for gone in ("old header", "\nold\n"):
         if gone in text:
             missing.append("not replaced: " + gone.strip())
+    # A run whose tree differed from its commit says so; --commit names the commit outright.
+    with open(f"{d}/gpu.txt", "a") as f:
+        f.write("changed:  M src/api/conv.cpp\n")
+    subprocess.run([sys.executable, script, "update", page, d], check=True)
+    if "Measured at commit `0123456` with local changes on one NVIDIA H200" not in open(page).read():
+        missing.append("the header of a run with local changes")
+    subprocess.run([sys.executable, script, "update", page, d, "--commit", "89abcde"], check=True)
+    if "Measured at commit `89abcde` on one NVIDIA H200" not in open(page).read():
+        missing.append("the header with --commit")
     if missing:
         print("perf-table test: missing from the page:\n  " + "\n  ".join(missing))
         sys.exit(1)
