@@ -47,20 +47,22 @@ side() {
     env "${other_env[@]+"${other_env[@]}"}" "$other_bin" "$@"
   fi
 }
-if [ -n "$settings" ]; then
-  true &  # no other build
-else
+other=""  # the pid of the ab/ build, where there is one
+if [ -z "$settings" ]; then
 (cmake -S ab -B ab/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGEMMKIT_CUDA=ON \
   -DGEMMKIT_GTEST_SOURCE_DIR="$root/.deps/googletest" \
   -DGEMMKIT_DLPACK_INCLUDE_DIR="$root/.deps/include" \
   ${cudnn_root:+-DGEMMKIT_CUDNN_ROOT=$cudnn_root} >"$logs/ab-build.log" 2>&1 &&
   nice cmake --build ab/b -j8 --target gemmkit_cli >>"$logs/ab-build.log" 2>&1) &
+  other=$!
 fi
-other=$!
 GEMMKIT_BUILD_TARGET=gemmkit_cli bash scripts/device.sh --out "$logs/build" build >"$logs/build.txt" 2>&1
 this_status=$?
-wait $other
-other_status=$?
+other_status=0
+if [ -n "$other" ]; then
+  wait "$other"
+  other_status=$?
+fi
 echo "builds: this checkout status $this_status, ab/ status $other_status"
 [ $this_status -eq 0 ] && [ $other_status -eq 0 ] || {
   tail -n 30 "$logs/build.txt" "$logs/ab-build.log"

@@ -78,10 +78,6 @@ inline const char* implicit_choice_name(ImplicitChoice choice) {
   return enum_name(choice, kImplicitChoiceNames);
 }
 
-inline const char* wgmma_schedule_choice_name(WgmmaScheduleChoice choice) {
-  return enum_name(choice, kWgmmaScheduleChoiceNames);
-}
-
 constexpr const char* kAlgoNames = "auto, cudnn, direct, depthwise, gemm, implicit, reference";
 
 inline std::optional<ConvAlgo> parse_algo(const std::string& name) {

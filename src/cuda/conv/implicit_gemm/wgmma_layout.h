@@ -44,7 +44,8 @@ constexpr int kWgmmaConvMaxStride = 8;
 // kWgmmaConvStoreChunk positions at a time in one of two 128-byte-swizzled buffers (a position per
 // 128-byte row) and stores the chunk as one box of the out map.
 constexpr int kWgmmaConvStoreChunk = 64;
-constexpr int64_t kWgmmaConvStagingBytes = int64_t{2} * 2 * kWgmmaConvStoreChunk * 64 * 2;
+constexpr int kWgmmaConvChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
+constexpr int64_t kWgmmaConvStagingBytes = int64_t{2} * 2 * kWgmmaConvChunkBytes;
 
 // Shared memory of a (kBN, stages) instance: 1024 bytes of alignment slack, the stages (weight box
 // 128 x 64 and activation box kBN x 64, 16-bit), the store staging where the epilogue stores by

@@ -22,8 +22,8 @@ template <int kBN, int kStages, bool kTmaStore>
 struct SharedLayout {
   static constexpr int kWeightBytes = kWgmmaConvBlockO * kWgmmaConvBlockK * 2;
   static constexpr int kActivationBytes = kBN * kWgmmaConvBlockK * 2;
-  static constexpr int kStageBytes = kWeightBytes + kActivationBytes;
-  static constexpr int kChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
+  static constexpr int kStageBytes = static_cast<int>(implicit_wgmma_stage_bytes(kBN));
+  static_assert(kWeightBytes + kActivationBytes == kStageBytes, "a stage is its two boxes");
   static_assert(kActivationBytes % 1024 == 0, "swizzled boxes stay 1024-byte aligned");
   static_assert(kStages * kStageBytes + (kTmaStore ? kWgmmaConvStagingBytes : 0) +
                         8 * 2 * (kStages + 1) + 1024 <=
@@ -42,7 +42,7 @@ struct SharedLayout {
   }
   // Consumer warpgroup `consumer`'s two chunk buffers.
   __device__ __forceinline__ uint8_t* staging(int consumer) const {
-    return base + kStages * kStageBytes + consumer * 2 * kChunkBytes;
+    return base + kStages * kStageBytes + consumer * 2 * kWgmmaConvChunkBytes;
   }
   __device__ __forceinline__ uint64_t* full() const {
     return reinterpret_cast<uint64_t*>(base + kStages * kStageBytes +
@@ -189,7 +189,6 @@ __device__ __forceinline__ void store_half_by_tma(const CUtensorMap* out_map,
                                                   const float (&acc)[kBN / 2], const T* bias,
                                                   uint8_t* staging, int barrier, int t,
                                                   uint32_t& turn) {
-  constexpr int kChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
   if (static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + half * 64 >= plan.opg) return;
   const int warp = t / 32, lane = t % 32;
   bool row_ok[2];
@@ -205,7 +204,7 @@ __device__ __forceinline__ void store_half_by_tma(const CUtensorMap* out_map,
   const int m = lane / 8;
 #pragma unroll
   for (int q = 0; q < kBN / kWgmmaConvStoreChunk; ++q, ++turn) {
-    uint8_t* const buffer = staging + (turn & 1) * kChunkBytes;
+    uint8_t* const buffer = staging + (turn & 1) * kWgmmaConvChunkBytes;
     if (t == 0) ptx::bulk_wait_group_read<1>();  // the buffer's store of two chunks ago
     ptx::named_barrier_sync(barrier, 128);
 #pragma unroll
