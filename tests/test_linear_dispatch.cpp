@@ -11,6 +11,7 @@
 #include "cuda/linear/config_cache.h"
 #include "cuda/linear/cublaslt_plans.h"
 #include "cuda/linear/linear_config.h"
+#include "cuda/linear/tile_order.h"
 
 namespace gemmkit::cuda::linear_family {
 namespace {
@@ -72,8 +73,27 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_EQ(c.grid_x, c.tiles * c.cluster);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.mt) * ceil_div(s.n, 8 * c.nt));
   }
+  if (c.path == LinearPath::stream) {
+    EXPECT_TRUE(canonical_one_chain(s.m));
+    EXPECT_TRUE(stream_tile_built(c.consumers, c.nt));
+    EXPECT_EQ(c.threads, 32 * (c.consumers + 1));
+    EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.consumers) * ceil_div(s.n, 8 * c.nt));
+    EXPECT_EQ(c.grid_x, std::min(c.tiles, d.max_grid_x));
+    EXPECT_EQ(c.shared_bytes, stream_shared_bytes_host(c.consumers, c.nt));
+    EXPECT_LE(c.shared_bytes, d.shared_optin);
+  }
+  if (c.path == LinearPath::wgmma_swap) {
+    EXPECT_TRUE(canonical_one_chain(s.m));
+    EXPECT_TRUE(swap_block_built(c.block_n));
+    EXPECT_EQ(c.tiles, ceil_div(s.m, c.block_n) * ceil_div(s.n, 64));
+    EXPECT_EQ(c.grid_x, std::min<int64_t>(c.tiles, d.multiprocessors));
+    EXPECT_EQ(c.shared_bytes, swap_shared_bytes_host(c.block_n));
+    EXPECT_LE(c.shared_bytes, d.shared_optin);
+  }
   if (c.path == LinearPath::wgmma) {
     const int64_t groups = ceil_div(s.k, kGroupK);
+    EXPECT_EQ(c.one_chain, canonical_one_chain(s.m));
+    if (c.one_chain) EXPECT_EQ(c.splits, 1);
     EXPECT_EQ(c.tiles, ceil_div(s.m, 128) * ceil_div(s.n, c.block_n));
     EXPECT_TRUE(wgmma_split_exact(groups, c.splits)) << groups << " groups";
     EXPECT_EQ(c.split_groups, ceil_div(groups, c.splits));
@@ -141,21 +161,33 @@ TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(16384, 53248), 0);
   EXPECT_EQ(family_max_n(1, int64_t{1} << 24), 0);
   for (const LinearShape& big :
-       {bf16_shape(1, 4096, 4096), bf16_shape(8, 8192, 28672), bf16_shape(1, 16384, 53248)}) {
+       {bf16_shape(1, 2048, 8192), bf16_shape(8, 1024, 28672), bf16_shape(1, 2048, 53248)}) {
     const LinearConfig lt = select_linear_config(big, kH200, "", true);
     EXPECT_EQ(lt.path, LinearPath::cublaslt) << lt.to_string();
     EXPECT_NE(lt.reason.find("bandwidth-bound at every n"), std::string::npos) << lt.reason;
     EXPECT_NE(lt.reason.find("batch-invariance"), std::string::npos) << lt.reason;
   }
-  // A forced ring still runs them (with the contract's bits).
-  EXPECT_EQ(select_linear_config(bf16_shape(8, 8192, 28672), kH200, "ring16", true).path,
+  // Weights of 4096 rows and more are the one-chain form's: the streaming kernel at decode.
+  for (const LinearShape& big :
+       {bf16_shape(1, 4096, 4096), bf16_shape(8, 8192, 28672), bf16_shape(1, 16384, 53248)}) {
+    const LinearConfig c = select_linear_config(big, kH200, "", true);
+    EXPECT_EQ(c.path, LinearPath::stream) << c.to_string();
+    EXPECT_NE(c.reason.find("one-chain form"), std::string::npos) << c.reason;
+  }
+  // A forced ring still runs a sliced weight above the bound (with the contract's bits), and is
+  // refused for a one-chain weight, whose bits it cannot produce.
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 2048, 28672), kH200, "ring16", true).path,
             LinearPath::tma_ring);
+  EXPECT_NE(forced_error(bf16_shape(8, 8192, 28672), "ring16").find("sliced form"),
+            std::string::npos);
   EXPECT_EQ(select_linear_config(bf16_shape(16, 1024, 1024), kH200, "", true).path,
             LinearPath::tma_ring);
   EXPECT_EQ(select_linear_config(bf16_shape(17, 1024, 1024), kH200, "", true).path,
             LinearPath::cublaslt);
-  EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 3072), kH200, "", true).path,
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 3072, 4096), kH200, "", true).path,
             LinearPath::tma_ring);
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 3072), kH200, "", true).path,
+            LinearPath::stream);
   EXPECT_EQ(select_linear_config(bf16_shape(64, 256, 7168), kH200, "", true).path,
             LinearPath::cublaslt);
   // A router-sized weight at n = 128: 128 tiles of 16 x 8, one CTA each (no split).
@@ -210,12 +242,13 @@ TEST(LinearDispatch, ReductionsTooLongForTheFoldBufferTakeTheReference) {
   // The longest reduction of the decode suites keeps the ring.
   EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 14336), kH200, "", true).path,
             LinearPath::tma_ring);
-  // Every weight the family serves at m >= 128 keeps the ring: the largest k for each m.
+  // Every weight the family serves at m >= 128 keeps the ring (the streaming kernel from 4096
+  // rows on): the largest k for each m.
   for (int64_t m : {128, 256, 512, 1000, 1024, 2048, 4096, 16384}) {
     const int64_t k = (kFamilyMaxWeight - 1) / m / 8 * 8;
     for (int64_t n : {int64_t{1}, family_max_n(m, k)}) {
       const LinearConfig ring = select_linear_config(bf16_shape(n, m, k), kH200, "", true);
-      EXPECT_EQ(ring.path, LinearPath::tma_ring)
+      EXPECT_EQ(ring.path, canonical_one_chain(m) ? LinearPath::stream : LinearPath::tma_ring)
           << n << "x" << m << "x" << k << ": " << ring.reason;
     }
   }
@@ -732,7 +765,7 @@ namespace {
 // Deterministic mode: auto never takes cuBLASLt for bf16 / f16 on sm_90, whatever n and the
 // weight; the ring up to its bound, the wgmma kernel above it, the reference where TMA cannot load.
 TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
-  int wgmma = 0, ring = 0;
+  int wgmma = 0, ring = 0, one_chain = 0, swap = 0;
   for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{128, 2880},
                                                                      {256, 7168},
                                                                      {1024, 4096},
@@ -747,6 +780,37 @@ TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
         s.batch_invariant = true;
         const LinearConfig c = select_linear_config(s, kH200, "", true);
         EXPECT_NE(c.path, LinearPath::cublaslt) << n << " x " << m << " x " << k;
+        if (canonical_one_chain(m)) {
+          // The one-chain form: the same choice in both modes, never cuBLASLt.
+          EXPECT_NE(c.reason.find("one-chain form"), std::string::npos) << c.reason;
+          EXPECT_TRUE(c.one_chain);
+          if (n <= kStreamMaxN) {
+            EXPECT_EQ(c.path, LinearPath::stream) << n << " x " << m << " x " << k;
+            EXPECT_EQ(c.nt, stream_batch_tiles(n));
+          } else if (swap_preferred(m, n, wgmma_one_chain_block_n(m, n, kH200.multiprocessors),
+                                    kH200.multiprocessors)) {
+            EXPECT_EQ(c.path, LinearPath::wgmma_swap) << n << " x " << m << " x " << k;
+            EXPECT_EQ(c.block_n, swap_block_w(m, n, kH200.multiprocessors));
+            ++swap;
+          } else {
+            EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k;
+            EXPECT_EQ(c.block_n, wgmma_one_chain_block_n(m, n, kH200.multiprocessors));
+            EXPECT_EQ(c.splits, 1);
+          }
+          expect_within_limits(c, s, kH200);
+          // Default mode: the same kernel where the family measured level with cuBLASLt,
+          // cuBLASLt between (outside the contract).
+          s.batch_invariant = false;
+          const LinearConfig off = select_linear_config(s, kH200, "", true);
+          if (n > kOneChainDefaultStreamMaxN && n < kOneChainDefaultWgmmaMinN) {
+            EXPECT_EQ(off.path, LinearPath::cublaslt) << n << " x " << m << " x " << k;
+            EXPECT_NE(off.reason.find("deterministic mode keeps the family"), std::string::npos);
+          } else {
+            EXPECT_EQ(off.name, c.name);
+          }
+          one_chain += 1;
+          continue;
+        }
         EXPECT_NE(c.reason.find("deterministic mode"), std::string::npos) << c.reason;
         if (n > deterministic_ring_max_n(m, k)) {
           EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k << ": " << c.reason;
@@ -768,8 +832,10 @@ TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
       }
     }
   }
-  EXPECT_GT(wgmma, 50);
+  EXPECT_GT(wgmma, 30);
   EXPECT_GT(ring, 20);
+  EXPECT_EQ(one_chain, 2 * 17 * 2);
+  EXPECT_GT(swap, 4);
   LinearShape strided = bf16_shape(4096, 4096, 4100);
   strided.tma_compatible = false;
   strided.batch_invariant = true;
@@ -793,15 +859,30 @@ TEST(LinearConfigCache, TheModeIsPartOfTheKey) {
 }
 
 TEST(LinearDispatch, ForcedWgmmaVariants) {
-  const LinearShape s = bf16_shape(4096, 4096, 4096);
+  const LinearShape s = bf16_shape(4096, 2048, 4096);
   const LinearConfig c128 = select_linear_config(s, kH200, "wgmma", true);
   EXPECT_EQ(c128.path, LinearPath::wgmma);
   EXPECT_EQ(c128.name, "wgmma.n128.s6");  // n above 256: 128 batch rows per tile
-  EXPECT_EQ(c128.tiles, 32 * 32);
+  EXPECT_EQ(c128.tiles, 16 * 32);
+  EXPECT_FALSE(c128.one_chain);
   EXPECT_EQ(c128.grid_x, kH200.multiprocessors);  // persistent: at most one CTA per SM
   EXPECT_LE(c128.shared_bytes, kH200.shared_optin);
-  EXPECT_EQ(select_linear_config(bf16_shape(256, 4096, 4096), kH200, "wgmma", true).name,
+  EXPECT_EQ(select_linear_config(bf16_shape(256, 3072, 4096), kH200, "wgmma", true).name,
             "wgmma.n64.s8");
+  // The one-chain form (m >= 4096): 256-wide tiles where they cost least, never a k split.
+  const LinearShape chain = bf16_shape(4096, 4096, 4096);
+  const LinearConfig c256 = select_linear_config(chain, kH200, "wgmma", true);
+  EXPECT_EQ(c256.name, "wgmma.n256.s4");
+  EXPECT_TRUE(c256.one_chain);
+  EXPECT_EQ(c256.tiles, 32 * 16);
+  EXPECT_EQ(c256.splits, 1);
+  EXPECT_LE(c256.shared_bytes, kH200.shared_optin);
+  expect_within_limits(c256, chain, kH200);
+  EXPECT_EQ(select_linear_config(chain, kH200, c256.name, true).name, c256.name);
+  EXPECT_EQ(select_linear_config(chain, kH200, "wgmma.n64.k1", true).name, "wgmma.n64.s8.k1");
+  EXPECT_NE(forced_error(chain, "wgmma.k2").find("never split"), std::string::npos);
+  EXPECT_NE(forced_error(s, "wgmma.n256").find("one-chain form only"), std::string::npos);
+  EXPECT_NE(forced_error(chain, "wgmma.n256.s6").find("unknown wgmma variant"), std::string::npos);
   const LinearConfig c64 =
       select_linear_config(bf16_shape(100, 129, 72), kH200, "wgmma.n64", false);
   EXPECT_EQ(c64.name, "wgmma.n64.s8");
@@ -854,9 +935,9 @@ TEST(LinearDispatch, WgmmaKSplitRule) {
   };
   for (const Case& e : {
            Case{64, 1280, 8192, 8, 2},    // 10 tiles, 16 groups: 13 runs wanted, 8 of 2
-           Case{64, 6144, 4096, 2, 4},    // 48 tiles, 8 groups: 2 runs of 4
-           Case{256, 6144, 4096, 1, 8},   // 192 tiles fill the SMs: no split
-           Case{4096, 4096, 4096, 1, 8},  // 1024 tiles
+           Case{128, 3072, 4096, 2, 4},   // 48 tiles, 8 groups: 2 runs of 4
+           Case{256, 3072, 4096, 1, 8},   // 96 tiles fill the SMs: no split
+           Case{4096, 2048, 4096, 1, 8},  // 512 tiles
            Case{64, 1280, 512, 1, 1},     // one group
            Case{64, 1280, 520, 1, 2},     // two groups: runs of one would be too short
            Case{64, 1280, 1536, 1, 3},    // three groups
@@ -888,9 +969,11 @@ TEST(LinearDispatch, WgmmaKSplitRule) {
   EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).name, "wgmma.n64.s8.k8");
   EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).workspace_bytes,
             10 * 15 * 128 * 64 * 4);  // slot 0 (groups 0-1) and one slot per later group
-  // Half the SMs or more hold tiles: no split (66 tiles x 2 = 132 units would fit, 67 not).
-  EXPECT_EQ(wgmma_config(bf16_shape(64, 66 * 128, 4096), kH200, 64, true).splits, 2);
-  EXPECT_EQ(wgmma_config(bf16_shape(64, 67 * 128, 4096), kH200, 64, true).splits, 1);
+  // Half the SMs or more hold tiles: no split (66 tiles x 2 = 132 units would fit, 68 not).
+  EXPECT_EQ(wgmma_config(bf16_shape(3 * 64, 22 * 128, 4096), kH200, 64, true).splits, 2);
+  EXPECT_EQ(wgmma_config(bf16_shape(4 * 64, 17 * 128, 4096), kH200, 64, true).splits, 1);
+  // The one-chain form never splits, however few its tiles.
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 4096, 65536), kH200, 64, true).splits, 1);
   // Fewer SMs: fewer splits.
   LinearDevice small = kH200;
   small.multiprocessors = 40;
@@ -913,11 +996,11 @@ TEST(LinearDispatch, WgmmaKSplitStaysWithinTheWorkspace) {
   EXPECT_EQ(wgmma_config(s, kH200, 64, true, 0, 0).splits, 1);
   EXPECT_EQ(wgmma_config(s, kH200, 64, true, 0, 0).name, "wgmma.n64.s8");
   // 64 tiles and 128 groups: even 2 runs need 64 x 65 slots, over the budget.
-  EXPECT_EQ(wgmma_config(bf16_shape(64, 8192, 65536), kH200, 64, true).splits, 1);
+  EXPECT_EQ(wgmma_config(bf16_shape(256, 2048, 65536), kH200, 64, true).splits, 1);
   // A forced split that does not fit is refused with the reason.
-  EXPECT_NE(forced_error(bf16_shape(64, 8192, 65536), "wgmma.n64.k2").find("workspace"),
+  EXPECT_NE(forced_error(bf16_shape(256, 2048, 65536), "wgmma.n64.k2").find("workspace"),
             std::string::npos);
-  EXPECT_NE(forced_error(bf16_shape(4096, 4096, 4096), "wgmma.k2").find("workspace"),
+  EXPECT_NE(forced_error(bf16_shape(4096, 2048, 4096), "wgmma.k2").find("workspace"),
             std::string::npos);
   // Every auto choice over a sweep stays within the budget and the launch limits.
   for (int64_t n : {1, 7, 64, 65, 128, 129, 256, 300, 1024}) {
@@ -937,6 +1020,115 @@ TEST(LinearDispatch, WgmmaKSplitStaysWithinTheWorkspace) {
       }
     }
   }
+}
+
+// The two forms of the canonical reduction (linear_contract.h): one chain from 4096 weight rows
+// on, a function of m alone.
+TEST(LinearDispatch, TheFormIsChosenByTheWeightRowsAlone) {
+  EXPECT_FALSE(canonical_one_chain(kOneChainMinRows - 1));
+  EXPECT_TRUE(canonical_one_chain(kOneChainMinRows));
+  EXPECT_EQ(canonical_slice_k(4095, 4096), kSliceK);
+  EXPECT_EQ(canonical_slice_k(4096, 4096), 4096);
+  EXPECT_EQ(canonical_slice_k(4096, 4100), 4112);  // all of k: its k16 blocks, rounded up
+  for (int64_t n : {1, 8, 9, 64, 255, 1024, 16384}) {
+    for (const DType in : {DType::bf16, DType::f16}) {
+      LinearShape s = bf16_shape(n, 4096, 2048);
+      s.in = in;
+      s.batch_invariant = true;
+      const LinearConfig c = select_linear_config(s, kH200, "", true);
+      EXPECT_TRUE(c.one_chain) << c.to_string();
+      expect_within_limits(c, s, kH200);
+    }
+  }
+}
+
+TEST(LinearDispatch, StreamingKernelNamesAndTiles) {
+  const LinearShape s = bf16_shape(8, 4096, 4096);
+  const LinearConfig c = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(c.name, "stream.t2x1");
+  EXPECT_EQ(c.tiles, 128);  // 32 weight rows a CTA
+  EXPECT_EQ(c.threads, 96);
+  EXPECT_EQ(c.stages, 8);
+  EXPECT_EQ(c.shared_bytes, 1024 + 8 * 2 * (32 + 8) * 128 + 16 * 8);
+  for (const char* name : {"stream.t1x1", "stream.t1x2", "stream.t2x1", "stream.t2x2",
+                           "stream.t2x4", "stream.t2x8", "stream.t4x4", "stream.t4x8"}) {
+    const LinearConfig forced = select_linear_config(bf16_shape(100, 4100, 200), kH200, name, true);
+    EXPECT_EQ(forced.name, name);
+    expect_within_limits(forced, bf16_shape(100, 4100, 200), kH200);
+  }
+  EXPECT_EQ(select_linear_config(s, kH200, "stream", true).name, "stream.t2x1");
+  EXPECT_EQ(stream_batch_tiles(9), 2);
+  EXPECT_EQ(stream_batch_tiles(64), 8);
+  EXPECT_NE(forced_error(s, "stream.t3x1").find("no streaming kernel is built"), std::string::npos);
+  EXPECT_NE(forced_error(s, "stream.x").find("unknown stream variant"), std::string::npos);
+  EXPECT_NE(forced_error(bf16_shape(8, 4095, 4096), "stream").find("one-chain form"),
+            std::string::npos);
+  LinearShape f32 = s;
+  f32.in = DType::f32;
+  EXPECT_NE(forced_error(f32, "stream").find("bf16 or f16"), std::string::npos);
+  LinearShape strided = s;
+  strided.tma_compatible = false;
+  EXPECT_NE(forced_error(strided, "stream").find("TMA"), std::string::npos);
+  EXPECT_EQ(select_linear_config(strided, kH200, "", true).path, LinearPath::reference);
+}
+
+TEST(LinearDispatch, TransposedWgmmaNamesAndChoice) {
+  // 4096 x 4096 at n = 64: 32 tiles of 128 rows would fill under half the SMs; 32-row tiles: 128.
+  LinearShape s = bf16_shape(64, 4096, 4096);
+  s.batch_invariant = true;
+  const LinearConfig c = select_linear_config(s, kH200, "", true);
+  EXPECT_EQ(c.name, "wgmma.t32");
+  EXPECT_EQ(c.tiles, 128);
+  expect_within_limits(c, s, kH200);
+  // 28672 rows fill the SMs with 128-row tiles: the wgmma kernel.
+  s.m = 28672;
+  EXPECT_EQ(select_linear_config(s, kH200, "", true).path, LinearPath::wgmma);
+  EXPECT_EQ(swap_block_w(28672, 8, 132), 128);
+  EXPECT_EQ(swap_block_w(4096, 256, 132), 128);
+  for (const char* name : {"wgmma.t32", "wgmma.t64", "wgmma.t128", "wgmma.t256"}) {
+    const LinearShape t = bf16_shape(300, 4100, 1000 / 8 * 8);
+    const LinearConfig forced = select_linear_config(t, kH200, name, true);
+    EXPECT_EQ(forced.name, name);
+    expect_within_limits(forced, t, kH200);
+  }
+  for (const char* bad : {"wgmma.t16", "wgmma.t48", "wgmma.t0", "wgmma.tx"}) {
+    EXPECT_NE(forced_error(s, bad).find("unknown transposed wgmma variant"), std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(forced_error(bf16_shape(64, 2048, 4096), "wgmma.t32").find("one-chain form"),
+            std::string::npos);
+}
+
+TEST(LinearDispatch, OneChainTileWidthModel) {
+  EXPECT_EQ(wgmma_one_chain_block_n(4096, 256, 132), 64);
+  EXPECT_EQ(wgmma_one_chain_block_n(4096, 1024, 132), 256);
+  EXPECT_EQ(wgmma_one_chain_block_n(4096, 4096, 132), 256);
+  EXPECT_EQ(wgmma_one_chain_block_n(6144, 1024, 132), 128);
+  EXPECT_EQ(wgmma_one_chain_block_n(28672, 4096, 132), 256);
+}
+
+// The banded tile order visits every tile once, and a band's weight blocks run fastest.
+TEST(LinearDispatch, WgmmaTileOrderIsABijection) {
+  for (int64_t m_blocks : {1, 3, 16, 17, 32, 36, 224}) {
+    for (int64_t n_blocks : {1, 2, 5, 16}) {
+      std::vector<int> seen(static_cast<std::size_t>(m_blocks * n_blocks), 0);
+      for (int64_t t = 0; t < m_blocks * n_blocks; ++t) {
+        const WgmmaTileCoords at = wgmma_tile_coords(t, m_blocks, n_blocks);
+        ASSERT_GE(at.m_block, 0);
+        ASSERT_LT(at.m_block, m_blocks);
+        ASSERT_GE(at.n_block, 0);
+        ASSERT_LT(at.n_block, n_blocks);
+        ++seen[static_cast<std::size_t>(at.n_block * m_blocks + at.m_block)];
+      }
+      for (const int count : seen) ASSERT_EQ(count, 1) << m_blocks << " x " << n_blocks;
+    }
+  }
+  const WgmmaTileCoords second = wgmma_tile_coords(1, 224, 16);
+  EXPECT_EQ(second.m_block, 1);
+  EXPECT_EQ(second.n_block, 0);
+  const WgmmaTileCoords next_batch = wgmma_tile_coords(16, 224, 16);
+  EXPECT_EQ(next_batch.m_block, 0);  // after 16 weight blocks, the next batch block
+  EXPECT_EQ(next_batch.n_block, 1);
 }
 
 TEST(LinearDispatch, WgmmaKSplitNames) {
@@ -989,8 +1181,9 @@ TEST(LinearDispatch, WgmmaKSplitNames) {
 TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
   const std::string info = build_info();
-  for (const char* name : {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
-                           "wgmma[.n64|.n128][.k{N}]", "simt_f32, cublaslt"}) {
+  for (const char* name :
+       {"linear kernels (cuda): auto, reference", "ring{4,8,16}", "wgmma[.n64|.n128|.n256][.k{N}]",
+        "stream[.t{C}x{N}]", "simt_f32, cublaslt"}) {
     EXPECT_NE(info.find(name), std::string::npos) << name << " in\n" << info;
   }
   // Every family name the line spells out in full is one the dispatcher accepts.
@@ -998,6 +1191,10 @@ TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   for (const char* forced : {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128",
                              "wgmma.n64.k2", "cublaslt"}) {
     EXPECT_EQ(forced_error(s, forced), "no error") << forced;
+  }
+  const LinearShape chain = bf16_shape(512, 4096, 1024);  // the one-chain form
+  for (const char* forced : {"auto", "reference", "wgmma.n256", "stream", "stream.t2x1"}) {
+    EXPECT_EQ(forced_error(chain, forced), "no error") << forced;
   }
 }
 

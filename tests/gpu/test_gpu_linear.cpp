@@ -101,16 +101,25 @@ TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
             try {
               got = problem.run(kernel, pdl, &info);
             } catch (const Error& e) {
-              // A forced ring depth may not fit a shape (shared memory); that must be an Error
-              // that says so, never a wrong answer.
-              EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
+              // A forced ring depth may not fit a shape (shared memory), and a ring cannot
+              // produce the one-chain form's bits (m >= 4096); either must be an Error that says
+              // so, never a wrong answer.
+              const std::string what = e.what();
+              const bool refused_form = cuda::linear_family::canonical_one_chain(m) &&
+                                        what.find("sliced form") != std::string::npos;
+              EXPECT_TRUE(refused_form || what.find("does not fit") != std::string::npos) << what;
               continue;
             }
             const bool ring = info.kernel.rfind("cuda.linear.ring", 0) == 0;
             ++served[ring ? info.kernel.substr(0, info.kernel.rfind(".c")) : info.kernel];
             if (info.kernel == "cuda.linear.cublaslt") {
               // Only above the family's bound, which is outside the bitwise contract.
-              EXPECT_GT(n, cuda::linear_family::family_max_n(m, k)) << describe(c);
+              // (one-chain weights: between the batches default mode keeps in the family).
+              namespace lf = cuda::linear_family;
+              EXPECT_TRUE(n > lf::family_max_n(m, k) ||
+                          (lf::canonical_one_chain(m) && n > lf::kOneChainDefaultStreamMaxN &&
+                           n < lf::kOneChainDefaultWgmmaMinN))
+                  << describe(c);
               continue;
             }
             const int64_t diff = first_difference(reference, got, c.out);
@@ -130,7 +139,8 @@ TEST(GpuLinear, ReferenceMatchesCpuBackend) {
   GEMMKIT_REQUIRE_GPU();
   for (const LinearCase& c :
        {LinearCase{1, 128, 720, true, DType::bf16}, LinearCase{13, 100, 1000, false, DType::f32},
-        LinearCase{64, 256, 2880, true, DType::f32}, LinearCase{7, 17, 72, true, DType::bf16}}) {
+        LinearCase{64, 256, 2880, true, DType::f32}, LinearCase{7, 17, 72, true, DType::bf16},
+        LinearCase{3, 4100, 1000, true, DType::f32}}) {  // the one-chain form
     DeviceLinear problem(c, 77);
     const std::vector<uint8_t> gpu = problem.run("reference", 0);
     std::vector<uint8_t> cpu(gpu.size());
@@ -355,6 +365,20 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
         } catch (const Error& e) {
           EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
         }
+      }
+    }
+  }
+  // The one-chain form's kernels (m >= 4096), with tails of m, n and k.
+  for (const LinearCase& c :
+       {LinearCase{3, 4100, 200, true, DType::bf16}, LinearCase{7, 4096, 136, false, DType::f32}}) {
+    DeviceLinear problem(c, 4);
+    const auto reference = problem.run("reference", 0);
+    for (const std::string kernel :
+         {"auto", "stream.t1x1", "stream.t1x2", "stream.t2x1", "stream.t2x2", "stream.t2x4",
+          "stream.t2x8", "stream.t4x4", "stream.t4x8", "wgmma.n64", "wgmma.n128", "wgmma.n256",
+          "wgmma.t32", "wgmma.t64", "wgmma.t128", "wgmma.t256"}) {
+      for (int pdl : {0, 1}) {
+        EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;
       }
     }
   }

@@ -149,7 +149,7 @@ TEST(GpuLinearWgmma, EverySplitCountKeepsTheBits) {
   };
   int index = 0, checked = 0;
   for (const Shape& sh : {Shape{64, 1280, 8192}, Shape{64, 1280, 8200}, Shape{65, 1000, 4104},
-                          Shape{1, 129, 2880}, Shape{200, 640, 520}, Shape{64, 6144, 4096},
+                          Shape{1, 129, 2880}, Shape{200, 640, 520}, Shape{128, 3072, 4096},
                           Shape{33, 300, 14336}, Shape{129, 257, 2056}}) {
     for (const DType in : {DType::bf16, DType::f16}) {
       for (const bool bias : {true, false}) {
@@ -297,16 +297,16 @@ TEST(GpuLinearWgmma, RowsKeepTheirBitsAtEveryBatch) {
 // kernel's (the canonical reduction) for the largest batch's first rows.
 TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
   GEMMKIT_REQUIRE_GPU();
-  const std::vector<int64_t> ns = {1,  2,   3,   7,   8,   16,  31,   64,
-                                   65, 127, 128, 255, 256, 511, 1024, 4096};
+  const std::vector<int64_t> ns = {1,   2,   3,   7,   8,   16,   31,   64,   65,
+                                   127, 128, 255, 256, 511, 1024, 4096, 16384};
   struct Weight {
     int64_t m, k;
     DType in;
   };
   for (const Weight& wt : {Weight{128, 2880, DType::bf16}, Weight{4096, 4096, DType::bf16},
                            Weight{1000, 1032, DType::bf16}, Weight{256, 7168, DType::f16},
-                           Weight{5120, 8192, DType::bf16}}) {
-    const int64_t big = wt.m * wt.k > (int64_t{1} << 24) ? 4096 : 16384;
+                           Weight{5120, 8192, DType::bf16}, Weight{4104, 1032, DType::f16}}) {
+    const int64_t big = wt.m * wt.k > (int64_t{1} << 25) ? 4096 : 16384;
     WgmmaProblem problem(WgmmaCase{big, wt.m, wt.k, wt.in, DType::f32, true}, 77);
     CallInfo big_info;
     const std::vector<uint8_t> full = problem.run("", big, &big_info, 1);
@@ -330,6 +330,59 @@ TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
   }
 }
 
+// The one-chain form (weights of 4096 rows and more): the streaming kernel at every tile and the
+// wgmma kernel at every width equal the reference kernel bit for bit, over tails of n, m and k,
+// bf16 and f16, bias and both output types (auto in deterministic mode included).
+TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
+  GEMMKIT_REQUIRE_GPU();
+  const std::vector<int64_t> ns = {1, 3, 8, 9, 16, 17, 33, 64, 65, 130, 300};
+  const std::vector<std::string> kernels = {"",
+                                            "stream.t1x1",
+                                            "stream.t1x2",
+                                            "stream.t2x1",
+                                            "stream.t2x2",
+                                            "stream.t2x4",
+                                            "stream.t2x8",
+                                            "stream.t4x4",
+                                            "stream.t4x8",
+                                            "wgmma.n64",
+                                            "wgmma.n128",
+                                            "wgmma.n256",
+                                            "wgmma.n64.k1",
+                                            "wgmma.t32",
+                                            "wgmma.t64",
+                                            "wgmma.t128",
+                                            "wgmma.t256"};
+  int checked = 0, index = 0;
+  for (int64_t m : {4096, 4100, 4232}) {
+    for (int64_t k : {8, 72, 200, 1000, 4104}) {
+      for (int j = 0; j < 2; ++j) {
+        const int64_t n = ns[static_cast<std::size_t>(index * 2 + j) % ns.size()];
+        const WgmmaCase c{n,
+                          m,
+                          k,
+                          index % 4 == 3 ? DType::f16 : DType::bf16,
+                          index % 3 == 0 ? DType::f32 : (index % 4 == 3 ? DType::f16 : DType::bf16),
+                          index % 2 == 0};
+        ++index;
+        WgmmaProblem problem(c, 900 + static_cast<uint64_t>(index));
+        const std::vector<uint8_t> reference = problem.run("reference", n);
+        for (const std::string& kernel : kernels) {
+          CallInfo info;
+          // auto in deterministic mode: default mode takes cuBLASLt for some of these batches.
+          const std::vector<uint8_t> got = problem.run(kernel, n, &info, kernel.empty() ? 1 : -1);
+          const int64_t diff = first_difference(reference, got, c.out);
+          ASSERT_EQ(diff, -1) << describe(c) << " " << info.kernel << " differs from the reference"
+                              << " at " << diff << ": " << load_as_float(got.data(), c.out, diff)
+                              << " against " << load_as_float(reference.data(), c.out, diff);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * 5 * 2 * 17);
+}
+
 TEST(GpuLinearWgmma, RepeatedRunsAreBitwiseIdentical) {
   GEMMKIT_REQUIRE_GPU();
   WgmmaProblem problem(WgmmaCase{1024, 1024, 4104, DType::bf16, DType::bf16, true}, 5);
@@ -338,6 +391,12 @@ TEST(GpuLinearWgmma, RepeatedRunsAreBitwiseIdentical) {
     for (int i = 0; i < 5; ++i) {
       ASSERT_EQ(problem.run(kernel, 1024), first) << kernel << " run " << i;
     }
+  }
+  WgmmaProblem chain(WgmmaCase{1024, 4096, 4104, DType::bf16, DType::bf16, true}, 6);
+  for (const std::string kernel : {"stream", "wgmma.t32", "wgmma.n64", "wgmma.n256"}) {
+    const int64_t n = kernel == "stream" ? 64 : 1024;
+    const std::vector<uint8_t> first = chain.run(kernel, n);
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(chain.run(kernel, n), first) << kernel << " run " << i;
   }
 }
 

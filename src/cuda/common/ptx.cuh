@@ -74,6 +74,14 @@ __device__ __forceinline__ void tma_load_5d(void* smem_dst, const CUtensorMap* m
       : "memory");
 }
 
+// 2-D tile store shared -> global (inner coordinate first), as tma_store_5d.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* smem_src,
+                                             int32_t inner, int32_t outer) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_address(smem_src)), "r"(inner), "r"(outer)
+               : "memory");
+}
 // 5-D tile store shared -> global (coordinates innermost first) into the calling thread's bulk
 // async group; elements outside the tensor are not written. The shared source must stay unchanged
 // until bulk_wait_group_read covers the group.

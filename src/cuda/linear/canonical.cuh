@@ -1,7 +1,9 @@
 // The canonical reduction of the tiny-GEMM family (docs/linear.md), as device building blocks.
 //
 // out[i, j] = fold_groups(fold_slices(chain_mma(slice))) + bias[j], rounded once:
-//   - k is cut into slices of kSliceK = 128 from k = 0; a slice's partial is a chain of
+//   - k is cut into slices of canonical_slice_k(m, k) from k = 0 (kSliceK = 128, or all of k in
+//     one slice for weights of kOneChainMinRows rows and more: linear_contract.h); a slice's
+//     partial is a chain of
 //     mma.sync.m16n8k16 (fp32 accumulate) over its ceil(len / 16) k16 blocks in ascending order,
 //     starting from zero; elements past k are zeros;
 //   - slices form groups of kGroupSlices = 4; a group's sum is the left fold of its slices'
@@ -34,11 +36,15 @@ __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
-// Number of k16 blocks in slice `slice` of a reduction of length k.
+// Number of k16 blocks in slice `slice` of a reduction of length k cut into slices of slice_k.
+__device__ __host__ __forceinline__ int64_t slice_blocks(int64_t k, int64_t slice,
+                                                         int64_t slice_k) {
+  const int64_t remaining = k - slice * slice_k;
+  const int64_t len = remaining < slice_k ? remaining : slice_k;
+  return (len + 15) / 16;
+}
 __device__ __host__ __forceinline__ int slice_blocks(int64_t k, int64_t slice) {
-  const int64_t remaining = k - slice * kSliceK;
-  const int64_t len = remaining < kSliceK ? remaining : kSliceK;
-  return static_cast<int>((len + 15) / 16);
+  return static_cast<int>(slice_blocks(k, slice, kSliceK));
 }
 
 template <typename Out>

@@ -27,9 +27,8 @@ struct LinearConfigKey {
                bool other_pdl) const {
     return device == other_device && shape.n == s.n && shape.m == s.m && shape.k == s.k &&
            shape.in == s.in && shape.out == s.out && shape.has_bias == s.has_bias &&
-           shape.tma_compatible == s.tma_compatible &&
-           shape.batch_invariant == s.batch_invariant && pdl == other_pdl &&
-           forced == other_forced;
+           shape.tma_compatible == s.tma_compatible && shape.batch_invariant == s.batch_invariant &&
+           pdl == other_pdl && forced == other_forced;
   }
 };
 

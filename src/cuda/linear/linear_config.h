@@ -10,68 +10,13 @@
 
 #include "api/validate.h"
 #include "cuda/linear/linear_contract.h"
+#include "cuda/linear/linear_types.h"
 #include "cuda/linear/ring_schedule.h"
+#include "cuda/linear/stream_config.h"
+#include "cuda/linear/wgmma_config.h"
 #include "gemmkit/gemmkit.h"
 
 namespace gemmkit::cuda::linear_family {
-
-struct LinearDevice {
-  int sm_major = 9, sm_minor = 0;
-  int multiprocessors = 132;
-  int64_t shared_optin = 232448;  // bytes per block after opt-in
-  bool cluster_launch = true;
-  int64_t max_grid_x = 2147483647;
-  int max_cluster = 16;    // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
-  int ring_producers = 4;  // producer warps of the ring kernel, 1 or 4 (GEMMKIT_LINEAR_PRODUCERS)
-  // How a cluster's ranks hand their group sums to rank 0 (GEMMKIT_LINEAR_FOLD): st.async onto an
-  // mbarrier (async), or distributed stores and a cluster barrier phase (barrier: the twin that
-  // compute-sanitizer's racecheck can follow). Same bits either way.
-  bool async_fold = true;
-};
-
-struct LinearShape {
-  int64_t n = 1, m = 1, k = 1;
-  DType in = DType::bf16;
-  DType out = DType::bf16;
-  bool has_bias = false;
-  bool tma_compatible = false;  // k % 8 == 0, unit k stride, 16-byte aligned bases and row strides
-  // Deterministic mode (LinearOptions::deterministic, GEMMKIT_DETERMINISTIC): auto keeps bf16 and
-  // f16 inside the family at every n and weight size (batch invariance), never cuBLASLt.
-  bool batch_invariant = false;
-};
-
-enum class LinearPath { reference, tma_ring, simt_f32, cublaslt, wgmma };
-
-struct LinearConfig {
-  LinearPath path = LinearPath::reference;
-  std::string name;    // kernel name, e.g. "ring16.t1x1.p4.c4"
-  std::string reason;  // why it was chosen
-  bool pdl = false;
-  // tma_ring
-  int stages = 0, mt = 0, nt = 0, cluster = 1, groups_per_rank = 0, producers = 1;
-  int batch = 0;  // slices a consumer warp waits for at a time (ring_slice_batch, or .b<N>)
-  int consumers = kRingConsumerWarps;  // MMA warps (4; 8 for .w8)
-  bool async_fold = true;              // clusters only (see LinearDevice::async_fold)
-  // wgmma: batch rows per tile (the MMA's N; 128 weight rows per tile); stages reuse `stages`
-  int block_n = 0;
-  // wgmma k split (wgmma_auto_splits): k's groups cut into `splits` runs of `split_groups` each
-  // (the last may be shorter; 1 split: none); their fp32 sums take `workspace_bytes` of scratch
-  // and the fold kernel's grid; `splits_forced`: the count came from a forced name's .k<N>.
-  int splits = 1;
-  int64_t split_groups = 0;
-  bool splits_forced = false;
-  int64_t workspace_bytes = 0, fold_grid_x = 0;
-  // every kernel path
-  int threads = 0;
-  int64_t m_tiles = 0, tiles = 0, grid_x = 0, shared_bytes = 0;
-
-  std::string to_string() const {
-    std::ostringstream s;
-    s << name << " grid=" << grid_x << " threads=" << threads << " smem=" << shared_bytes
-      << (pdl ? " pdl" : "") << " (" << reason << ")";
-    return s.str();
-  }
-};
 
 // Largest batch the tensor-core family serves (its batch-invariance contract holds for n up to
 // family_max_n); larger batches go to cuBLASLt. Crossovers measured on the H200: docs/perf.md.
@@ -102,10 +47,6 @@ inline int64_t family_max_n(int64_t m, int64_t k) {
   return 8;
 }
 constexpr int kRingMaxCluster = 16;  // above 8 needs the non-portable cluster opt-in
-
-inline int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // Dynamic shared memory of the ring kernel (the layout at the top of linear_tma_ring_kernel):
 // 1024 bytes of alignment slack, the ring stages, rank 0's fold buffer of the other ranks' fp32
@@ -356,153 +297,6 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
   return c;
 }
 
-// The wgmma kernel (wgmma_kernel.cuh): tiles of 128 weight rows by `block_n` batch rows (64 or
-// 128), the stages of 64-wide k blocks its shared memory is built with, at most one persistent CTA
-// per SM.
-constexpr int kWgmmaBlockRows = 128;
-inline int wgmma_stages(int block_n) {
-  return block_n == 64 ? 8 : 6;
-}
-inline int64_t wgmma_shared_bytes_host(int block_n, int stages) {
-  return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 + 2 * int64_t{stages} * 8;
-}
-// A forced wgmma name as the names print: "wgmma[.n64|.n128][.s<stages>][.k<splits>]"; block_n
-// 0 is chosen as auto would (wgmma_block_n), stages when given must be the ones the variant is
-// built with, splits 0 (no .k) as auto would (wgmma_auto_splits); .k1 is no split. Names print
-// .k<splits> where the kernel splits k or the count was forced, so a printed name selects the
-// config it names.
-inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits) {
-  std::size_t at = 0;
-  const auto literal = [&](const char* text) {
-    const std::string t(text);
-    if (name.compare(at, t.size(), t) != 0) return false;
-    at += t.size();
-    return true;
-  };
-  if (!literal("wgmma")) return false;
-  int b = 0;
-  if (literal(".n128")) {
-    b = 128;
-  } else if (literal(".n64")) {
-    b = 64;
-  }
-  if (b != 0 && literal(".s") && !literal(b == 64 ? "8" : "6")) return false;
-  int k = 0;
-  if (literal(".k")) {
-    // A positive decimal without a leading zero, at most 7 digits (k < 2^31 has < 2^22 groups).
-    std::size_t end = at;
-    while (end < name.size() && end - at < 7 && name[end] >= '0' && name[end] <= '9') ++end;
-    if (end == at || name[at] == '0') return false;
-    k = std::stoi(name.substr(at, end - at));
-    at = end;
-  }
-  if (at != name.size()) return false;
-  block_n = b;
-  splits = k;
-  return true;
-}
-// Batch rows per tile: 64 up to n = 256 (more, smaller tiles keep more SMs busy: 256 x 4096 x 4096
-// took 32.4 us at n64 against 68.5 at n128 with pairs of CTAs, H200), 128 above (512 x 4096 x 4096:
-// 34.5 against 55.0 us; docs/perf.md).
-inline int wgmma_block_n(int64_t n) {
-  return n <= 256 ? 64 : 128;
-}
-
-// The k split of the wgmma kernel (wgmma_kernel.cuh). A problem of few tiles runs few CTAs, each
-// reducing all of k (n = 64, m = 1280, k = 8192: 10 CTAs on 132 SMs). The split cuts k's groups
-// of 512 into runs of split_groups = ceil(groups / splits) (every run but the last that long, none
-// empty), one CTA per (tile, run); each CTA computes its groups' sums exactly as the unsplit
-// kernel does and writes them as fp32 to a workspace (the run of group 0 writes the prefix of the
-// fold, G0 + ... , as one value; the others one value per group), and a fold kernel adds them in
-// ascending group order, then the bias, and rounds once. The expression is the canonical one for
-// every split count, so the count may depend on n (and the device) without moving a bit.
-//
-// The rule (wgmma_auto_splits): the most splits that keep every (tile, run) unit in one wave
-// (tiles * splits <= SMs: a second wave would double the critical path), with at least
-// kWgmmaMinSplitGroups groups per run (a run of one group is 8 k blocks, the n64 ring's depth: its
-// CTA would mostly fill the ring and store, with no steady stream of loads behind MMAs; and every
-// group sum a run stores, 32 KiB per 128 x 64 tile written and read back from L2, is a sixth of
-// the 192 KiB of operands the group streams; a choice by reasoning, not yet a measured
-// crossover), then the fewest splits that keep the runs equal; fewer while the workspace would
-// exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace); no split when
-// tiles * 2 > SMs.
-constexpr int64_t kWgmmaMinSplitGroups = 2;
-constexpr int64_t kWgmmaSplitWorkspaceBytes = int64_t{32} << 20;
-constexpr int kWgmmaFoldThreads = 256;  // the fold kernel's block: one thread per consumer thread
-
-// Bytes of the group sums of `tiles` tiles of 128 x block_n split into runs of split_groups: slot
-// 0 is the prefix of the run of group 0, then one slot per group after it. -1 when they exceed
-// `budget` (computed without overflow for any tiles).
-inline int64_t wgmma_split_workspace_bytes(int64_t tiles, int block_n, int64_t groups,
-                                           int64_t split_groups, int64_t budget) {
-  const int64_t per_tile = (groups - split_groups + 1) * kWgmmaBlockRows * block_n * 4;
-  if (budget < 0 || tiles > budget / per_tile) return -1;
-  return tiles * per_tile;
-}
-// Whether `splits` cuts `groups` into equal runs of ceil(groups / splits), none left empty.
-inline bool wgmma_split_exact(int64_t groups, int64_t splits) {
-  return splits >= 1 && splits <= groups && ceil_div(groups, ceil_div(groups, splits)) == splits;
-}
-inline int wgmma_auto_splits(int64_t tiles, int64_t groups, int multiprocessors, int block_n,
-                             int64_t budget) {
-  for (int64_t want = std::min(multiprocessors / tiles, groups / kWgmmaMinSplitGroups); want >= 2;
-       --want) {
-    const int64_t split_groups = ceil_div(groups, want);
-    if (wgmma_split_workspace_bytes(tiles, block_n, groups, split_groups, budget) >= 0) {
-      return static_cast<int>(ceil_div(groups, split_groups));
-    }
-  }
-  return 1;
-}
-
-// A wgmma config for sm_90 with `block_n` in {64, 128} and `splits` (0: wgmma_auto_splits within
-// `workspace_budget`; else one the caller checked with wgmma_split_exact), or one with an empty
-// name when the grid, the shared memory or the forced split's workspace does not fit.
-inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, int block_n, bool pdl,
-                                 int splits = 0,
-                                 int64_t workspace_budget = kWgmmaSplitWorkspaceBytes) {
-  LinearConfig c;
-  c.path = LinearPath::wgmma;
-  c.pdl = pdl;
-  c.block_n = block_n;
-  c.stages = wgmma_stages(block_n);
-  c.threads = 384;
-  c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
-  c.tiles = c.m_tiles * ceil_div(s.n, block_n);
-  const int64_t groups = ceil_div(s.k, kGroupK);
-  c.splits_forced = splits != 0;
-  c.splits = splits != 0
-                 ? splits
-                 : wgmma_auto_splits(c.tiles, groups, d.multiprocessors, block_n, workspace_budget);
-  c.split_groups = ceil_div(groups, c.splits);
-  int64_t units = c.tiles;
-  if (c.splits > 1) {
-    c.workspace_bytes =
-        wgmma_split_workspace_bytes(c.tiles, block_n, groups, c.split_groups, workspace_budget);
-    if (c.workspace_bytes < 0) return LinearConfig{};
-    units = c.tiles * c.splits;  // tiles <= 2^25 / 2^15 here: no overflow
-    c.fold_grid_x = c.tiles * (block_n / 8);
-    if (c.fold_grid_x > d.max_grid_x) return LinearConfig{};
-  }
-  c.grid_x = std::min<int64_t>(units, d.multiprocessors);
-  c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages);
-  if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
-  // TMA box coordinates are 32-bit: every row index of x and w must fit.
-  if (s.n + block_n > (int64_t{1} << 31) || s.m + kWgmmaBlockRows > (int64_t{1} << 31)) {
-    return LinearConfig{};
-  }
-  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages) +
-           (c.splits > 1 || c.splits_forced ? ".k" + std::to_string(c.splits) : "");
-  return c;
-}
-// How a wgmma config's reason names its split: "" without one.
-inline std::string wgmma_split_reason(const LinearConfig& c, const LinearDevice& d) {
-  if (c.splits == 1) return "";
-  return ", k split in " + std::to_string(c.splits) + " runs of " + std::to_string(c.split_groups) +
-         " groups (" + std::to_string(c.tiles) + " tiles on " + std::to_string(d.multiprocessors) +
-         " SMs)";
-}
-
 // Why a call TMA cannot load (k % 8 != 0, a k stride other than 1, rows not 16-byte aligned) takes
 // the reference kernel, and why a forced TMA kernel is refused for it.
 constexpr const char* kNotTmaLoadableReason =
@@ -552,6 +346,72 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
   return c;
 }
 
+// Default mode on one-chain weights keeps the family where it measured level with cuBLASLt on the
+// H200 (docs/perf.md, linear-dense): the streaming kernel up to n = 8 (cold L2 0.97-1.16x, warm
+// 0.94-1.35x: cuBLASLt reads weights of up to 50 MiB from L2 there) and the wgmma kernel from
+// n = 4096 (0.98-1.13x); between them the family is 1.1-2.4x slower (one chain allows no k
+// split: 4096 x 4096 at n = 64 has 32 tiles of 128 weight rows, and a chain of k / 16 dependent
+// warpgroup MMAs too small to fill the tensor cores takes about 115 cycles a step), so cuBLASLt.
+constexpr int64_t kOneChainDefaultStreamMaxN = 8;
+constexpr int64_t kOneChainDefaultWgmmaMinN = 4096;
+
+// auto for bf16 / f16 on sm_90 where the canonical reduction is one chain (m >= kOneChainMinRows):
+// the streaming kernel up to kStreamMaxN batch rows, the transposed wgmma kernel up to kSwapMaxN,
+// the wgmma kernel's one-chain form above, the
+// reference kernel for layouts TMA cannot load; in default mode cuBLASLt for the batches between
+// kOneChainDefaultStreamMaxN and kOneChainDefaultWgmmaMinN.
+inline LinearConfig one_chain_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
+  const std::string form = "one-chain form (m = " + std::to_string(s.m) +
+                           " >= " + std::to_string(kOneChainMinRows) +
+                           "): batch-invariant at every n; ";
+  if (!s.batch_invariant && s.n > kOneChainDefaultStreamMaxN && s.n < kOneChainDefaultWgmmaMinN) {
+    return cublaslt_config("n = " + std::to_string(s.n) + " between " +
+                           std::to_string(kOneChainDefaultStreamMaxN) + " and " +
+                           std::to_string(kOneChainDefaultWgmmaMinN) +
+                           " on a one-chain weight (m = " + std::to_string(s.m) +
+                           "): cuBLASLt, faster there (outside the batch-invariance contract; "
+                           "deterministic mode keeps the family)");
+  }
+  if (!s.tma_compatible) return reference_config(s, d, form + kNotTmaLoadableReason);
+  if (s.n <= kStreamMaxN) {
+    LinearConfig c = stream_config(s, d, pdl);
+    if (!c.name.empty()) {
+      c.reason = form + "n <= " + std::to_string(kStreamMaxN) + ": the streaming kernel, " +
+                 std::to_string(c.tiles) + " tiles of " + std::to_string(16 * c.consumers) + " x " +
+                 std::to_string(8 * c.nt);
+      return c;
+    }
+  }
+  const int block_n = wgmma_one_chain_block_n(s.m, s.n, d.multiprocessors);
+  if (swap_preferred(s.m, s.n, block_n, d.multiprocessors)) {
+    LinearConfig c = swap_config(s, d, pdl);
+    if (!c.name.empty()) {
+      c.reason =
+          form +
+          "the 128-row tiles would fill at most half the SMs: the transposed wgmma kernel, " +
+          std::to_string(c.tiles) + " tiles of " + std::to_string(c.block_n) +
+          " weight rows x 64 on " + std::to_string(c.grid_x) + " CTAs";
+      return c;
+    }
+  }
+  LinearConfig c = wgmma_config(s, d, block_n, pdl);
+  if (c.name.empty()) {
+    return reference_config(s, d, form + "no streaming or wgmma configuration fits the device");
+  }
+  c.reason = form + "the wgmma kernel, " + std::to_string(c.tiles) + " tiles of 128 x " +
+             std::to_string(c.block_n) + " on " + std::to_string(c.grid_x) + " CTAs";
+  return c;
+}
+
+// Why a forced kernel of one form is refused for a weight of the other.
+inline std::string form_mismatch(const LinearShape& s, const char* kernel, bool needs_one_chain) {
+  return std::string(kernel) + " evaluate" + (needs_one_chain ? "s" : "") + " the " +
+         (needs_one_chain ? "one-chain" : "sliced") +
+         " form of the canonical reduction, for weights of m " + (needs_one_chain ? ">= " : "< ") +
+         std::to_string(kOneChainMinRows) + " rows (m = " + std::to_string(s.m) +
+         "; docs/linear.md)";
+}
+
 // forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16" (or with a tile:
 // "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve the
 // problem).
@@ -565,6 +425,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   if (forced.empty() || forced == "auto") {
     if (!hopper) return cublaslt_config("portable path: the tensor-core family is built for sm_90");
     if (s.in == DType::f32) return simt_config(s, d, "f32 operands: the fp32 CUDA-core kernel");
+    if (canonical_one_chain(s.m)) return one_chain_config(s, d, pdl);
     if (s.batch_invariant) return deterministic_config(s, d, pdl);
     const int64_t max_n = family_max_n(s.m, s.k);
     if (max_n == 0) {
@@ -607,6 +468,41 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!hopper) reject("the reference kernel is built for sm_90 only");
     return reference_config(s, d, "forced");
   }
+  if (forced.rfind("stream", 0) == 0) {
+    int consumers = 0, nt = 0;
+    if (!parse_stream_name(forced, consumers, nt)) {
+      reject(
+          "unknown stream variant; use stream or stream.t<c>x<nt> (t1x1, t1x2, t2x1, t2x2, t2x4, "
+          "t2x8, t4x4, t4x8)");
+    }
+    if (!hopper) reject("the streaming kernel is built for sm_90 only");
+    if (s.in == DType::f32) reject("the streaming kernel takes bf16 or f16 operands only");
+    if (!canonical_one_chain(s.m)) reject(form_mismatch(s, "the streaming kernel", true));
+    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
+    if (consumers != 0 && !stream_tile_built(consumers, nt)) {
+      reject(
+          "no streaming kernel is built for that tile; tiles: t1x1, t1x2, t2x1, t2x2, t2x4, t2x8, "
+          "t4x4, t4x8");
+    }
+    LinearConfig c = stream_config(s, d, pdl, consumers, nt);
+    if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
+    c.reason = "forced";
+    return c;
+  }
+  if (forced.rfind("wgmma.t", 0) == 0) {
+    int block_w = 0;
+    if (!parse_swap_name(forced, block_w) || (block_w != 0 && !swap_block_built(block_w))) {
+      reject("unknown transposed wgmma variant; use wgmma.t or wgmma.t32, .t64, .t128, .t256");
+    }
+    if (!hopper) reject("the wgmma kernels are built for sm_90a only");
+    if (s.in == DType::f32) reject("the wgmma kernels take bf16 or f16 operands only");
+    if (!canonical_one_chain(s.m)) reject(form_mismatch(s, "the transposed wgmma kernel", true));
+    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
+    LinearConfig c = swap_config(s, d, pdl, block_w);
+    if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
+    c.reason = "forced";
+    return c;
+  }
   if (forced.rfind("wgmma", 0) == 0) {
     int block_n = 0, splits = 0;
     if (!parse_wgmma_name(forced, block_n, splits)) {
@@ -617,9 +513,22 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!hopper) reject("the wgmma kernel is built for sm_90a only");
     if (s.in == DType::f32) reject("the wgmma kernel takes bf16 or f16 operands only");
     if (!s.tma_compatible) reject(kNotTmaLoadableForced);
-    if (block_n == 0) block_n = wgmma_block_n(s.n);
+    const bool one_chain = canonical_one_chain(s.m);
+    if (block_n == 0) {
+      block_n =
+          one_chain ? wgmma_one_chain_block_n(s.m, s.n, d.multiprocessors) : wgmma_block_n(s.n);
+    }
+    if (block_n == 256 && !one_chain) {
+      reject("wgmma.n256 (one accumulator set) serves the one-chain form only: weights of m >= " +
+             std::to_string(kOneChainMinRows) + " rows (m = " + std::to_string(s.m) + ")");
+    }
     const int64_t groups = ceil_div(s.k, kGroupK);
     const std::string k_split = "k split " + std::to_string(splits);
+    if (one_chain && splits > 1) {
+      reject(
+          k_split + ": the one-chain form of the canonical reduction (m = " + std::to_string(s.m) +
+          " >= " + std::to_string(kOneChainMinRows) + ") is one chain over all of k, never split");
+    }
     if (splits != 0 && !wgmma_split_exact(groups, splits)) {
       reject(k_split + " does not split the " + std::to_string(groups) + " k groups of " +
              std::to_string(kGroupK) + " (k = " + std::to_string(s.k) +
@@ -643,6 +552,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   const RingTileShape tile = ring.tile;
   if (ring_name) {
     if (!hopper) reject("ring kernels are built for sm_90 only");
+    if (canonical_one_chain(s.m)) reject(form_mismatch(s, "ring kernels", false));
     if (s.in != DType::bf16) reject("ring kernels take bf16 operands only");
     if (!s.tma_compatible) reject(kNotTmaLoadableForced);
     if (tile.mt != 0 && !ring_tile_built(tile))
@@ -690,8 +600,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   reject(
       "unknown kernel; use auto, reference, ring4, ring8, ring16 (optionally with a tile, "
       "consumer warps, a batch, a producer count, a fold and a cluster, e.g. ring8.t1x2, "
-      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128, with a "
-      "k split: wgmma.n64.k4), "
+      "ring16.w8, ring16.b2, ring8.p4, ring8.t1x2.p4.fb.c3), wgmma (wgmma.n64, wgmma.n128, "
+      "wgmma.n256, with a k split: wgmma.n64.k4), stream (stream.t2x1), "
       "simt_f32 "
       "or cublaslt");
   return LinearConfig{};

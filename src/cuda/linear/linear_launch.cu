@@ -23,8 +23,10 @@
 #include "cuda/linear/linear_config.h"
 #include "cuda/linear/reference_kernel.cuh"
 #include "cuda/linear/simt_f32_kernel.cuh"
+#include "cuda/linear/stream_kernel.cuh"
 #include "cuda/linear/tma_ring_kernel.cuh"
 #include "cuda/linear/wgmma_kernel.cuh"
+#include "cuda/linear/wgmma_swap_kernel.cuh"
 
 namespace gemmkit::cuda {
 
@@ -210,14 +212,17 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 
 // ---- wgmma -------------------------------------------------------------------------------------
 
-// The split (kSplit) or unsplit wgmma kernel, its shared-memory limit raised once per device.
-template <typename T, typename Out, int kBN, int kStages, bool kSplit>
+// The split (kSplit), unsplit or one-chain wgmma kernel, its shared-memory limit raised once per
+// device.
+template <typename T, typename Out, int kBN, int kStages, bool kSplit, bool kOneChain = false>
 auto wgmma_kernel_for(int device) {
-  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages, kSplit>;
-  using Layout = WgmmaSharedLayout<kBN, kStages>;
-  static_assert(
-      Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 + 2 * kStages * 8,
-      "wgmma_shared_bytes_host matches the kernel's layout");
+  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages, kSplit, kOneChain>;
+  constexpr bool kStaging = kOneChain && sizeof(Out) == 2;
+  using Layout = WgmmaSharedLayout<kBN, kStages, kStaging>;
+  static_assert(Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 +
+                                      (kStaging ? kWgmmaStagingBytesHost : 0) + 2 * kStages * 8,
+                "wgmma_shared_bytes_host matches the kernel's layout");
+  static_assert(kWgmmaStagingBytesHost == kWgmmaStagingBytes, "the host's staging size");
   static std::array<std::atomic<bool>, kMaxDevices> configured{};
   auto& done = configured[static_cast<std::size_t>(device)];
   if (!done.load(std::memory_order_acquire)) {
@@ -234,14 +239,25 @@ template <typename T, typename Out, int kBN, int kStages>
 void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c,
                            cudaStream_t stream, int device, void* workspace) {
   static_assert(kWgmmaFoldThreads == 2 * 128, "one fold thread per consumer thread");
-  const CUtensorMap w_map =  // a copy: the per-thread cache may reuse the slot on the next encode
+  const int64_t layout_bytes = c.one_chain
+                                   ? WgmmaSharedLayout<kBN, kStages, sizeof(Out) == 2>::kBytes
+                                   : WgmmaSharedLayout<kBN, kStages>::kBytes;
+  if (c.shared_bytes != layout_bytes) {
+    throw Error("gemmkit::linear: internal: wgmma_shared_bytes_host differs from the kernel's");
+  }
+  // Copies: the per-thread cache may reuse a slot on the next encode.
+  const CUtensorMap w_map =
       tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], kWgmmaBlockM, kWgmmaBlockK);
-  const CUtensorMap& x_map =
+  const CUtensorMap x_map =
       tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], kBN, kWgmmaBlockK);
+  // The one-chain form stores 16-bit out by TMA where out's rows are TMA-writable.
+  const bool tma_store = c.one_chain && p.out.dtype != DType::f32 && tma_loadable(p.out);
+  const CUtensorMap out_map =
+      tma_store ? tensor_map_2d_16bit(p.out.data, p.n, p.m, p.out.strides[0], 64, 64) : w_map;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
   config.blockDim = dim3(kWgmmaThreads);
-  config.dynamicSmemBytes = WgmmaSharedLayout<kBN, kStages>::kBytes;
+  config.dynamicSmemBytes = static_cast<std::size_t>(c.shared_bytes);
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   if (c.pdl) {
@@ -253,30 +269,40 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
   const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
   const int64_t bias_stride = p.has_bias ? p.bias.strides[0] : int64_t{0};
   Out* const out = static_cast<Out*>(p.out.data);
-  if (c.splits == 1) {
-    GEMMKIT_CUDA_CHECK(
-        cudaLaunchKernelEx(&config, wgmma_kernel_for<T, Out, kBN, kStages, false>(device), w_map,
-                           x_map, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n,
-                           p.m, p.k, c.m_tiles, c.tiles, 0, 1, static_cast<float4*>(nullptr)));
+  if (c.one_chain) {
+    GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+        &config, wgmma_kernel_for<T, Out, kBN, kStages, false, true>(device), w_map, x_map, out_map,
+        tma_store, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n, p.m, p.k,
+        c.m_tiles, c.tiles, 0, 1, static_cast<float4*>(nullptr)));
     GEMMKIT_CUDA_CHECK_LAUNCH();
     return;
   }
-  auto* const sums = static_cast<float4*>(workspace);
-  // The split kernel ignores Out: one instance per input type and tile.
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
-      &config, wgmma_kernel_for<T, float, kBN, kStages, true>(device), w_map, x_map, bias,
-      bias_stride, static_cast<float*>(nullptr), int64_t{0}, int64_t{0}, p.n, p.m, p.k, c.m_tiles,
-      c.tiles, static_cast<int>(c.split_groups), c.splits, sums));
-  GEMMKIT_CUDA_CHECK_LAUNCH();
-  const int64_t groups = ceil_div(p.k, kGroupK);
-  config.gridDim = dim3(static_cast<unsigned>(c.fold_grid_x));
-  config.blockDim = dim3(kWgmmaFoldThreads);
-  config.dynamicSmemBytes = 0;
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
-      &config, linear_wgmma_fold_kernel<T, Out, kBN>, static_cast<const float4*>(sums),
-      groups - c.split_groups + 1, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n,
-      p.m, c.m_tiles, c.tiles));
-  GEMMKIT_CUDA_CHECK_LAUNCH();
+  if constexpr (kBN <= 128) {  // the sliced form: at most 128 x 128 (three accumulator sets)
+    if (c.splits == 1) {
+      GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+          &config, wgmma_kernel_for<T, Out, kBN, kStages, false>(device), w_map, x_map, w_map,
+          false, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n, p.m, p.k,
+          c.m_tiles, c.tiles, 0, 1, static_cast<float4*>(nullptr)));
+      GEMMKIT_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    auto* const sums = static_cast<float4*>(workspace);
+    // The split kernel ignores Out: one instance per input type and tile.
+    GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+        &config, wgmma_kernel_for<T, float, kBN, kStages, true>(device), w_map, x_map, w_map, false,
+        bias, bias_stride, static_cast<float*>(nullptr), int64_t{0}, int64_t{0}, p.n, p.m, p.k,
+        c.m_tiles, c.tiles, static_cast<int>(c.split_groups), c.splits, sums));
+    GEMMKIT_CUDA_CHECK_LAUNCH();
+    const int64_t groups = ceil_div(p.k, kGroupK);
+    config.gridDim = dim3(static_cast<unsigned>(c.fold_grid_x));
+    config.blockDim = dim3(kWgmmaFoldThreads);
+    config.dynamicSmemBytes = 0;
+    GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+        &config, linear_wgmma_fold_kernel<T, Out, kBN>, static_cast<const float4*>(sums),
+        groups - c.split_groups + 1, bias, bias_stride, out, p.out.strides[0], p.out.strides[1],
+        p.n, p.m, c.m_tiles, c.tiles));
+    GEMMKIT_CUDA_CHECK_LAUNCH();
+  }
 }
 
 template <typename T, typename Out>
@@ -284,6 +310,9 @@ void launch_wgmma_typed(const detail::LinearProblem& p, const LinearConfig& c, c
                         int device, void* workspace) {
   if (c.block_n == 64) return launch_wgmma_instance<T, Out, 64, 8>(p, c, s, device, workspace);
   if (c.block_n == 128) return launch_wgmma_instance<T, Out, 128, 6>(p, c, s, device, workspace);
+  if (c.block_n == 256 && c.one_chain) {
+    return launch_wgmma_instance<T, Out, 256, 4>(p, c, s, device, workspace);
+  }
   throw Error("gemmkit::linear: internal: no wgmma instance with block_n " +
               std::to_string(c.block_n));
 }
@@ -297,6 +326,136 @@ void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStr
   }
   return f32_out ? launch_wgmma_typed<__half, float>(p, c, s, device, workspace)
                  : launch_wgmma_typed<__half, __half>(p, c, s, device, workspace);
+}
+
+// ---- transposed wgmma (one chain, moderate batches) --------------------------------------------
+
+// Raises kKernel's dynamic shared-memory limit to `bytes` once per device (one flag per kernel
+// instance and device).
+template <auto kKernel>
+void raise_shared_limit_once(int bytes, int device) {
+  static std::array<std::atomic<bool>, kMaxDevices> configured{};
+  auto& done = configured[static_cast<std::size_t>(device)];
+  if (!done.load(std::memory_order_acquire)) {
+    GEMMKIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    done.store(true, std::memory_order_release);
+  }
+}
+
+// A launch of c.grid_x blocks of c.threads with `bytes` of dynamic shared memory on `stream`, with
+// programmatic dependent launch when c.pdl (`attribute` must outlive the launch).
+cudaLaunchConfig_t launch_config(const LinearConfig& c, int bytes, cudaStream_t stream,
+                                 cudaLaunchAttribute& attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
+  config.blockDim = dim3(static_cast<unsigned>(c.threads));
+  config.dynamicSmemBytes = static_cast<std::size_t>(bytes);
+  config.stream = stream;
+  if (c.pdl) {
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  return config;
+}
+
+template <typename T, typename Out, int kBW>
+void launch_swap_instance(const detail::LinearProblem& p, const LinearConfig& c,
+                          cudaStream_t stream, int device) {
+  constexpr auto kernel = linear_wgmma_swap_kernel<T, Out, kBW>;
+  constexpr int kBytes = swap_shared_bytes<kBW>();
+  if (c.shared_bytes != kBytes || c.stages != swap_stages<kBW>()) {
+    throw Error("gemmkit::linear: internal: swap_shared_bytes_host differs from the kernel's");
+  }
+  raise_shared_limit_once<kernel>(kBytes, device);
+  const CUtensorMap w_map =
+      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], kBW, kWgmmaBlockK);
+  const CUtensorMap& x_map =
+      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], kSwapBlockN, kWgmmaBlockK);
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config = launch_config(c, kBytes, stream, attribute);
+  const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
+                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
+                                        static_cast<Out*>(p.out.data), p.out.strides[0],
+                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename Out>
+void launch_swap_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                       int device) {
+  if (c.block_n == 32) return launch_swap_instance<T, Out, 32>(p, c, s, device);
+  if (c.block_n == 64) return launch_swap_instance<T, Out, 64>(p, c, s, device);
+  if (c.block_n == 128) return launch_swap_instance<T, Out, 128>(p, c, s, device);
+  if (c.block_n == 256) return launch_swap_instance<T, Out, 256>(p, c, s, device);
+  throw Error("gemmkit::linear: internal: no transposed wgmma instance with " +
+              std::to_string(c.block_n) + " weight rows");
+}
+
+void launch_swap(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                 int device) {
+  const bool f32_out = p.out.dtype == DType::f32;
+  if (p.x.dtype == DType::bf16) {
+    return f32_out ? launch_swap_typed<__nv_bfloat16, float>(p, c, s, device)
+                   : launch_swap_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device);
+  }
+  return f32_out ? launch_swap_typed<__half, float>(p, c, s, device)
+                 : launch_swap_typed<__half, __half>(p, c, s, device);
+}
+
+// ---- streaming kernel (one chain, decode batches) ----------------------------------------------
+
+template <typename T, typename Out, int kConsumers, int kNT>
+void launch_stream_instance(const detail::LinearProblem& p, const LinearConfig& c,
+                            cudaStream_t stream, int device) {
+  constexpr auto kernel = linear_stream_kernel<T, Out, kConsumers, kNT>;
+  constexpr int kBytes = stream_shared_bytes<kConsumers, kNT>();
+  static_assert(stream_stages<kConsumers, kNT>() > 0, "a ring stage fits");
+  if (c.shared_bytes != kBytes || c.stages != stream_stages<kConsumers, kNT>()) {
+    throw Error("gemmkit::linear: internal: stream_shared_bytes_host differs from the kernel's");
+  }
+  raise_shared_limit_once<kernel>(kBytes, device);
+  const CUtensorMap w_map =
+      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], 16 * kConsumers, kRingHalfK);
+  const CUtensorMap& x_map =
+      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT, kRingHalfK);
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config = launch_config(c, kBytes, stream, attribute);
+  const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
+                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
+                                        static_cast<Out*>(p.out.data), p.out.strides[0],
+                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename Out>
+void launch_stream_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                         int device) {
+  if (c.consumers == 1 && c.nt == 1) return launch_stream_instance<T, Out, 1, 1>(p, c, s, device);
+  if (c.consumers == 1 && c.nt == 2) return launch_stream_instance<T, Out, 1, 2>(p, c, s, device);
+  if (c.consumers == 2 && c.nt == 1) return launch_stream_instance<T, Out, 2, 1>(p, c, s, device);
+  if (c.consumers == 2 && c.nt == 2) return launch_stream_instance<T, Out, 2, 2>(p, c, s, device);
+  if (c.consumers == 2 && c.nt == 4) return launch_stream_instance<T, Out, 2, 4>(p, c, s, device);
+  if (c.consumers == 2 && c.nt == 8) return launch_stream_instance<T, Out, 2, 8>(p, c, s, device);
+  if (c.consumers == 4 && c.nt == 4) return launch_stream_instance<T, Out, 4, 4>(p, c, s, device);
+  if (c.consumers == 4 && c.nt == 8) return launch_stream_instance<T, Out, 4, 8>(p, c, s, device);
+  throw Error("gemmkit::linear: internal: no streaming instance for tile " +
+              std::to_string(c.consumers) + "x" + std::to_string(c.nt));
+}
+
+void launch_stream(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                   int device) {
+  const bool f32_out = p.out.dtype == DType::f32;
+  if (p.x.dtype == DType::bf16) {
+    return f32_out ? launch_stream_typed<__nv_bfloat16, float>(p, c, s, device)
+                   : launch_stream_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device);
+  }
+  return f32_out ? launch_stream_typed<__half, float>(p, c, s, device)
+                 : launch_stream_typed<__half, __half>(p, c, s, device);
 }
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
@@ -576,6 +735,10 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
       return;
     case LinearPath::simt_f32:
       return launch_simt(p, *config, s);
+    case LinearPath::stream:
+      return launch_stream(p, *config, s, device);
+    case LinearPath::wgmma_swap:
+      return launch_swap(p, *config, s, device);
     case LinearPath::wgmma:
       return launch_wgmma(p, *config, s, device,
                           split_scratch.has_value() ? split_scratch->data() : nullptr);

@@ -1,6 +1,7 @@
 // linear reference kernel: out[n, m] = x[n, k] . w[m, k]^T (+ bias), bf16/f16 in, fp32 accumulate.
 //
-// Contract: evaluates the canonical reduction of canonical.cuh literally, one warp per 16x8
+// Contract: evaluates the canonical reduction of canonical.cuh literally, in either form (slices
+// of canonical_slice_k(m, k): 128, or all of k for one chain), one warp per 16x8
 // output tile (16 weight rows x 8 batch rows), operands read straight from global memory
 // through arbitrary strides with bounds checks. Any n, m, k >= 1, any strides and alignment.
 // Every fast variant must return exactly these bits. Wins: never on speed; it is the oracle,
@@ -36,7 +37,8 @@ __global__ void __launch_bounds__(128)
   const int group = lane >> 2;  // row within the fragment
   const int thread_in_group = lane & 3;
   const int64_t k = x.cols;
-  const int64_t slices = (k + kSliceK - 1) / kSliceK;
+  const int64_t slice_k = canonical_slice_k(w.rows, k);
+  const int64_t slices = (k + slice_k - 1) / slice_k;
   const int64_t warps_per_block = blockDim.x / 32;
   const int64_t warp_stride = static_cast<int64_t>(gridDim.x) * warps_per_block;
 
@@ -48,9 +50,9 @@ __global__ void __launch_bounds__(128)
     float group_sum[4] = {0.f, 0.f, 0.f, 0.f};
     for (int64_t s = 0; s < slices; ++s) {
       float partial[4] = {0.f, 0.f, 0.f, 0.f};
-      const int blocks = slice_blocks(k, s);
-      for (int b = 0; b < blocks; ++b) {
-        const int64_t kc = s * kSliceK + b * 16 + thread_in_group * 2;
+      const int64_t blocks = slice_blocks(k, s, slice_k);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t kc = s * slice_k + b * 16 + thread_in_group * 2;
         const uint32_t a[4] = {w.pair(m0 + group, kc), w.pair(m0 + group + 8, kc),
                                w.pair(m0 + group, kc + 8), w.pair(m0 + group + 8, kc + 8)};
         const uint32_t bb[2] = {x.pair(n0 + group, kc), x.pair(n0 + group, kc + 8)};

@@ -4,18 +4,23 @@
 // Contract: evaluates the canonical reduction of canonical.cuh with warpgroup MMAs (the k16 step
 // of wgmma rounds as mma.sync's does: the GPU tests check the bits against the reference kernel).
 // Weight rows are the MMA's M side (64 per consumer warpgroup), batch rows its N side (kBN per
-// tile). A slice's partial is the chain of its k16 steps (wgmma m64nNk16) from zero, the first
-// step written without reading the accumulator and steps past the slice's blocks not issued;
-// slice partials fold into the group sum and group sums into the total in the canonical order, in
-// registers (total, group, partial: three accumulator sets, so a tile is at most 128 x 128). The
-// bits never depend on the batch, the grid, the tile position or the k split below. Elements past
-// k, n or m are TMA zero fill; k < 2^31, rows < 2^31.
+// tile). Sliced form (weights of fewer than kOneChainMinRows rows): a slice's partial is the chain
+// of its k16 steps (wgmma m64nNk16) from zero, the first step written without reading the
+// accumulator and steps past the slice's blocks not issued; slice partials fold into the group sum
+// and group sums into the total in the canonical order, in registers (total, group, partial: three
+// accumulator sets, so a tile is at most 128 x 128). One-chain form (kOneChain, weights of
+// kOneChainMinRows rows and more): one accumulator set takes every k16 step of k in order, the
+// MMAs of the next k block issued while the last block's complete (wait_group 1), so the tensor
+// cores never drain inside a tile, and tiles reach 128 x 256. The bits never depend on the batch,
+// the grid, the tile position or the k split below. Elements past k, n or m are TMA zero fill;
+// k < 2^31, rows < 2^31.
 //
 // Structure: one producer warpgroup (one thread issues the TMA loads of 64-wide k blocks of the
 // weight and activation tiles into a ring of kStages stages, 128-byte swizzle) and two consumer
 // warpgroups (64 weight rows each) over a persistent grid: CTA b takes work units b, b + grid, ...
-// with the weight block fastest. Each slice's MMAs complete (wait_group 0) before its partial is
-// folded and its stages are freed. Registers: setmaxnreg gives the consumers 240 and the producer
+// in the banded tile order of tile_order.h. Each slice's MMAs complete (wait_group 0) before its
+// partial is folded and its stages are freed. Registers: setmaxnreg gives the consumers 240 and the
+// producer
 // 24. PDL: every thread waits for the preceding grid before the first load.
 //
 // k split (kSplit; the count is chosen by wgmma_auto_splits in linear_config.h): a problem of few
@@ -46,7 +51,9 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
+#include "cuda/common/wgmma_store.cuh"
 #include "cuda/linear/canonical.cuh"
+#include "cuda/linear/tile_order.h"
 
 namespace gemmkit::cuda::linear_family {
 
@@ -55,14 +62,20 @@ constexpr int kWgmmaBlockK = 64;   // k per ring stage: one 128-byte swizzled ro
 constexpr int kWgmmaConsumers = 2;
 constexpr int kWgmmaThreads = 128 * (1 + kWgmmaConsumers);
 
+// Output chunks of the TMA-store epilogue: 64 batch rows by a warpgroup's 64 weight rows of
+// 16-bit out, one 128-byte swizzled row per batch row; two buffers per consumer warpgroup.
+constexpr int kWgmmaStoreChunkBytes = 64 * 64 * 2;
+constexpr int kWgmmaStagingBytes = kWgmmaConsumers * 2 * kWgmmaStoreChunkBytes;
+
 // Shared memory: 1024 bytes of alignment slack, kStages x (weight box 128 x 64, activation box
-// kBN x 64), then full[kStages] and empty[kStages] mbarriers.
-template <int kBN, int kStages>
+// kBN x 64), then (kStaging) the store staging, then full[kStages] and empty[kStages] mbarriers.
+template <int kBN, int kStages, bool kStaging = false>
 struct WgmmaSharedLayout {
   static constexpr int kWeightBytes = kWgmmaBlockM * kWgmmaBlockK * 2;
   static constexpr int kActivationBytes = kBN * kWgmmaBlockK * 2;
   static constexpr int kStageBytes = kWeightBytes + kActivationBytes;
-  static constexpr int kBarrierOffset = kStages * kStageBytes;
+  static constexpr int kStagingOffset = kStages * kStageBytes;
+  static constexpr int kBarrierOffset = kStagingOffset + (kStaging ? kWgmmaStagingBytes : 0);
   static constexpr int kBytes = 1024 + kBarrierOffset + 2 * kStages * 8;
   static_assert(kActivationBytes % 1024 == 0, "swizzled boxes stay 1024-byte aligned");
 };
@@ -131,20 +144,90 @@ __device__ __forceinline__ void store_quad(const float (&v)[4], bool has_bias,
   }
 }
 
+// One tile of the one-chain form: acc from +0 (the reference's start: a first step that ignored
+// the accumulator would turn a step of all -0 products into -0) through every k block's steps in
+// order, a_box(stage) the A operand and b_box(stage) the B operand (kN columns); one block's MMAs
+// stay in flight (wait_group 1) and a stage is freed (thread t == 0 arrives on empty) once its
+// MMAs are done. stage and phase follow the ring.
+template <typename T, int kN, int kStages, typename ABox, typename BBox>
+__device__ __forceinline__ void one_chain_tile(float (&acc)[kN / 2], int64_t k, int k_blocks,
+                                               uint64_t* full, uint64_t* empty, int t, int& stage,
+                                               uint32_t& phase, const ABox& a_box,
+                                               const BBox& b_box) {
+#pragma unroll
+  for (int r = 0; r < kN / 2; ++r) acc[r] = 0.f;
+  int previous = 0;
+  for (int kb = 0; kb < k_blocks; ++kb) {
+    ptx::mbarrier_wait(&full[stage], phase);
+    const int steps = min(4, static_cast<int>((k - int64_t{kb} * kWgmmaBlockK + 15) / 16));
+    mma_block<T, kN>(acc, a_box(stage), b_box(stage), steps, false);
+    wgmma::commit_group();
+    if (kb > 0) {  // the last block's MMAs are done with its stage
+      wgmma::wait_group<1>();
+      if (t == 0) ptx::mbarrier_arrive(&empty[previous]);
+    }
+    previous = stage;
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(acc);
+  if (t == 0) ptx::mbarrier_arrive(&empty[previous]);
+}
+
+// The TMA-store epilogue of a warpgroup's 64 weight rows (from m0) of a tile's kBN batch rows
+// (from n0), 16-bit out: + bias, one rounding, 64 batch rows at a time transposed by stmatrix into
+// one of the warpgroup's two swizzled chunk buffers (`staging`; `turn` counts its chunks: buffer
+// turn & 1), each stored as one 64 x 64 box of out_map by thread 0 (TMA drops what lies past n or
+// m). Thread t of 128; named barrier `barrier` of the warpgroup's threads.
+template <typename Out, int kBN>
+__device__ __forceinline__ void store_tile_by_tma(const CUtensorMap* out_map,
+                                                  const float (&acc)[kBN / 2], bool has_bias,
+                                                  const float (&bias_value)[2], int32_t m0,
+                                                  int64_t n0, uint8_t* staging, int barrier, int t,
+                                                  uint32_t& turn) {
+  const int warp = t / 32, lane = t % 32;
+  const auto value = [&](int j, int r2, int column) {
+    const float v = acc[4 * j + 2 * r2 + column];
+    return has_bias ? v + bias_value[r2] : v;
+  };
+#pragma unroll
+  for (int q = 0; q < kBN / 64; ++q, ++turn) {
+    uint8_t* const buffer = staging + (turn & 1) * kWgmmaStoreChunkBytes;
+    if (t == 0) ptx::bulk_wait_group_read<1>();  // the buffer's store of two chunks ago
+    ptx::named_barrier_sync(barrier, 128);
+    wgmma::stage_chunk_transposed<Out>(q, warp, lane, buffer, value);
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(barrier, 128);
+    if (t == 0) {
+      ptx::tma_store_2d(out_map, buffer, m0, static_cast<int32_t>(n0 + 64 * q));
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
 }  // namespace wgmma_detail
 
 // kSplit: units of split_groups groups (of `splits` per tile) whose sums go to `workspace` (Out
 // and out unused); else one unit per tile over all of k, stored to out (split arguments unused).
-template <typename T, typename Out, int kBN, int kStages, bool kSplit>
+// kOneChain: the one-chain form (no split); with 16-bit Out and tma_store, the epilogue writes
+// out through out_map (rows n, columns m, boxes of 64 x 64 in the 128-byte swizzle).
+template <typename T, typename Out, int kBN, int kStages, bool kSplit, bool kOneChain = false>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     linear_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,
-                        const __grid_constant__ CUtensorMap x_map, const T* bias,
+                        const __grid_constant__ CUtensorMap x_map,
+                        const __grid_constant__ CUtensorMap out_map, bool tma_store, const T* bias,
                         int64_t bias_stride, Out* out, int64_t out_row_stride,
                         int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_blocks,
                         int64_t tiles, int split_groups, int splits, float4* workspace) {
-  using Layout = WgmmaSharedLayout<kBN, kStages>;
+  constexpr bool kStaging = kOneChain && sizeof(Out) == 2;
+  using Layout = WgmmaSharedLayout<kBN, kStages, kStaging>;
   constexpr int kRegs = kBN / 2;
   constexpr int kGroupBlocks = static_cast<int>(kGroupK / kWgmmaBlockK);
+  static_assert(!(kSplit && kOneChain), "one chain is never split");
+  static_assert(kOneChain || kBN <= 128, "three accumulator sets: at most 128 x 128");
   extern __shared__ __align__(1024) char shared_raw[];
   // Aligned by an offset from shared_raw, so the compiler keeps the shared address space.
   uint8_t* shared = reinterpret_cast<uint8_t*>(
@@ -179,13 +262,15 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     if (threadIdx.x != 0) return;
     ptx::prefetch_tensor_map(&w_map);
     ptx::prefetch_tensor_map(&x_map);
+    if (kStaging && tma_store) ptx::prefetch_tensor_map(&out_map);
     int stage = 0;
     uint32_t phase = 0;
     for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
       const int64_t tile = unit % tiles;
       const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
-      const auto m0 = static_cast<int32_t>((tile % m_blocks) * kWgmmaBlockM);
-      const auto n0 = static_cast<int32_t>((tile / m_blocks) * kBN);
+      const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
+      const auto m0 = static_cast<int32_t>(at.m_block * kWgmmaBlockM);
+      const auto n0 = static_cast<int32_t>(at.n_block * kBN);
       const int kb_end = min(k_blocks, (g_begin + unit_groups) * kGroupBlocks);
       for (int kb = g_begin * kGroupBlocks; kb < kb_end; ++kb) {
         ptx::mbarrier_wait(&empty[stage], phase ^ 1);
@@ -235,61 +320,94 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       to[j * 256] = make_float4(sums[4 * j], sums[4 * j + 1], sums[4 * j + 2], sums[4 * j + 3]);
     }
   };
-  float total[kRegs], group[kRegs], partial[kRegs];
-  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const int64_t tile = unit % tiles;
-    const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
-    const int s_end = min(slices, (g_begin + unit_groups) * static_cast<int>(kGroupSlices));
-    for (int s = g_begin * static_cast<int>(kGroupSlices); s < s_end; ++s) {
-      const int first_stage = stage;
-      int used;
-      if (s == 0) {
-        used = issue_slice(total, s);
-      } else if (s % kGroupSlices == 0) {
-        used = issue_slice(group, s);
-      } else {
-        used = issue_slice(partial, s);
-      }
-      wgmma::wait_group<0>();
-      wgmma::fence_registers(total);
-      wgmma::fence_registers(group);
-      wgmma::fence_registers(partial);
-      if (t == 0) {
-        ptx::mbarrier_arrive(&empty[first_stage]);
-        if (used == 2)
-          ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
-      }
-      if (s % kGroupSlices != 0) {
-        if (s < kGroupSlices) {
-          wgmma_detail::add_into(total, partial);
-        } else {
-          wgmma_detail::add_into(group, partial);
-        }
-      }
-      const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == s_end - 1;
-      if (group_ends && s >= kGroupSlices) {
-        if (!kSplit || g_begin == 0) {
-          wgmma_detail::add_into(total, group);
-        } else {
-          store_sums(group, tile, s / kGroupSlices - unit_groups + 1);
-        }
-      }
-    }
-    if constexpr (kSplit) {
-      if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
-      continue;
-    }
-    // Epilogue (wgmma_detail::store_quad), register quadruple by quadruple.
-    const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
-    const int64_t n0 = (tile / m_blocks) * kBN;
+  // The epilogue of a tile (wgmma_detail::store_quad), register quadruple by quadruple.
+  const auto store_tile = [&](const float(&sums)[kRegs], int64_t tile) {
+    const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
+    const int64_t m0 = at.m_block * kWgmmaBlockM;
+    const int64_t n0 = at.n_block * kBN;
     const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
     float bias_value[2];
     wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
-      const float quad[4] = {total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]};
+      const float quad[4] = {sums[4 * j], sums[4 * j + 1], sums[4 * j + 2], sums[4 * j + 3]};
       wgmma_detail::store_quad(quad, bias != nullptr, bias_value, row0, n0 + 8 * j + 2 * (lane % 4),
                                out, out_row_stride, out_col_stride, n, m);
+    }
+  };
+  if constexpr (kOneChain) {
+    float acc[kRegs];
+    uint32_t store_turn = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      wgmma_detail::one_chain_tile<T, kBN, kStages>(
+          acc, k, k_blocks, full, empty, t, stage, phase,
+          [&](int st) { return weight_box(st) + consumer * 64 * 128; },
+          [&](int st) { return activation_box(st); });
+      if constexpr (kStaging) {
+        if (tma_store) {
+          const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
+          const int64_t m0 = at.m_block * kWgmmaBlockM + consumer * 64;
+          float bias_value[2];
+          wgmma_detail::load_bias_pair(bias, bias_stride, m0 + warp * 16 + lane / 4, m, bias_value);
+          wgmma_detail::store_tile_by_tma<Out, kBN>(
+              &out_map, acc, bias != nullptr, bias_value, static_cast<int32_t>(m0),
+              at.n_block * kBN,
+              shared + Layout::kStagingOffset + consumer * 2 * kWgmmaStoreChunkBytes, 1 + consumer,
+              t, store_turn);
+          continue;
+        }
+      }
+      store_tile(acc, tile);
+    }
+    if constexpr (kStaging) {
+      if (tma_store && t == 0) ptx::bulk_wait_group_all();  // staging valid until stores land
+    }
+  } else {
+    float total[kRegs], group[kRegs], partial[kRegs];
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      const int64_t tile = unit % tiles;
+      const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
+      const int s_end = min(slices, (g_begin + unit_groups) * static_cast<int>(kGroupSlices));
+      for (int s = g_begin * static_cast<int>(kGroupSlices); s < s_end; ++s) {
+        const int first_stage = stage;
+        int used;
+        if (s == 0) {
+          used = issue_slice(total, s);
+        } else if (s % kGroupSlices == 0) {
+          used = issue_slice(group, s);
+        } else {
+          used = issue_slice(partial, s);
+        }
+        wgmma::wait_group<0>();
+        wgmma::fence_registers(total);
+        wgmma::fence_registers(group);
+        wgmma::fence_registers(partial);
+        if (t == 0) {
+          ptx::mbarrier_arrive(&empty[first_stage]);
+          if (used == 2)
+            ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
+        }
+        if (s % kGroupSlices != 0) {
+          if (s < kGroupSlices) {
+            wgmma_detail::add_into(total, partial);
+          } else {
+            wgmma_detail::add_into(group, partial);
+          }
+        }
+        const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == s_end - 1;
+        if (group_ends && s >= kGroupSlices) {
+          if (!kSplit || g_begin == 0) {
+            wgmma_detail::add_into(total, group);
+          } else {
+            store_sums(group, tile, s / kGroupSlices - unit_groups + 1);
+          }
+        }
+      }
+      if constexpr (kSplit) {
+        if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
+        continue;
+      }
+      store_tile(total, tile);
     }
   }
 }
@@ -325,8 +443,9 @@ __global__ void __launch_bounds__(256)
       sum.w += g.w;
     }
     const float value4[4] = {sum.x, sum.y, sum.z, sum.w};
-    const int64_t m0 = (tile % m_blocks) * kWgmmaBlockM;
-    const int64_t n0 = (tile / m_blocks) * kBN;
+    const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
+    const int64_t m0 = at.m_block * kWgmmaBlockM;
+    const int64_t n0 = at.n_block * kBN;
     const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
     float bias_value[2];
     wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);

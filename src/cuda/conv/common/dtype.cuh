@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/round_pair.cuh"
+
 namespace gemmkit::cuda::conv_impl {
 
 __device__ __forceinline__ float to_float(float v) {
@@ -36,20 +38,6 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
 template <>
 __device__ __forceinline__ __half from_float<__half>(float v) {
   return __float2half_rn(v);
-}
-
-// Two values rounded to the 16-bit type T (each to nearest even on its own, as from_float
-// does), packed low-first into one 32-bit word.
-template <typename T>
-__device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
-  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "bf16 or f16");
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&pair);
-  } else {
-    const __half2 pair = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&pair);
-  }
 }
 
 // An unsigned type of exactly kBytes bytes (2, 4, 8 or 16), for raw aligned copies.

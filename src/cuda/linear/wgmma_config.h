@@ -1,0 +1,263 @@
+// Configuration of the linear wgmma kernel (wgmma_kernel.cuh): tile width, stages, the k split
+// of the sliced form and the tile width of the one-chain form; pure, host-tested
+// (tests/test_linear_dispatch.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "cuda/linear/linear_contract.h"
+#include "cuda/linear/linear_types.h"
+
+namespace gemmkit::cuda::linear_family {
+
+// The wgmma kernel (wgmma_kernel.cuh): tiles of 128 weight rows by `block_n` batch rows (64 or
+// 128; 256 in the one-chain form), the stages of 64-wide k blocks its shared memory is built with,
+// at most one persistent CTA per SM.
+constexpr int kWgmmaBlockRows = 128;
+inline int wgmma_stages(int block_n) {
+  return block_n == 64 ? 8 : block_n == 128 ? 6 : 4;
+}
+// The one-chain form with 16-bit out adds the TMA-store epilogue's staging: two 64 x 64 chunks of
+// 16-bit values per consumer warpgroup.
+constexpr int64_t kWgmmaStagingBytesHost = 2 * 2 * 64 * 64 * 2;
+inline int64_t wgmma_shared_bytes_host(int block_n, int stages, bool staging = false) {
+  return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 +
+         (staging ? kWgmmaStagingBytesHost : 0) + 2 * int64_t{stages} * 8;
+}
+// A forced wgmma name as the names print: "wgmma[.n64|.n128|.n256][.s<stages>][.k<splits>]";
+// block_n 0 is chosen as auto would (wgmma_block_n), stages when given must be the ones the variant
+// is built with, splits 0 (no .k) as auto would (wgmma_auto_splits); .k1 is no split. Names print
+// .k<splits> where the kernel splits k or the count was forced, so a printed name selects the
+// config it names.
+inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits) {
+  std::size_t at = 0;
+  const auto literal = [&](const char* text) {
+    const std::string t(text);
+    if (name.compare(at, t.size(), t) != 0) return false;
+    at += t.size();
+    return true;
+  };
+  if (!literal("wgmma")) return false;
+  int b = 0;
+  if (literal(".n128")) {
+    b = 128;
+  } else if (literal(".n256")) {
+    b = 256;
+  } else if (literal(".n64")) {
+    b = 64;
+  }
+  if (b != 0 && literal(".s") && !literal(std::to_string(wgmma_stages(b)).c_str())) return false;
+  int k = 0;
+  if (literal(".k")) {
+    // A positive decimal without a leading zero, at most 7 digits (k < 2^31 has < 2^22 groups).
+    std::size_t end = at;
+    while (end < name.size() && end - at < 7 && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == at || name[at] == '0') return false;
+    k = std::stoi(name.substr(at, end - at));
+    at = end;
+  }
+  if (at != name.size()) return false;
+  block_n = b;
+  splits = k;
+  return true;
+}
+// Batch rows per tile: 64 up to n = 256 (more, smaller tiles keep more SMs busy: 256 x 4096 x 4096
+// took 32.4 us at n64 against 68.5 at n128 with pairs of CTAs, H200), 128 above (512 x 4096 x 4096:
+// 34.5 against 55.0 us; docs/perf.md).
+inline int wgmma_block_n(int64_t n) {
+  return n <= 256 ? 64 : 128;
+}
+
+// Batch rows per tile in the one-chain form (one accumulator set, so 256 fits): the width of least
+// estimated time, waves x per-tile cost, with a tile of width b costing b + kWgmmaTileOverhead
+// (the fixed share of a tile, its weight box stream and epilogue, in batch columns); ties go to
+// the wider tile. 4096 x 4096: n = 256 takes 64 (128 tiles, one wave), n = 1024 and 4096 256;
+// 6144 x 4096 at n = 1024 128 (H200: 77.4 us against 88.8 with 256-wide tiles).
+constexpr int64_t kWgmmaTileOverhead = 64;
+inline int wgmma_one_chain_block_n(int64_t m, int64_t n, int multiprocessors) {
+  int best = 256;
+  int64_t best_cost = -1;
+  for (const int b : {256, 128, 64}) {
+    const int64_t tiles = ceil_div(m, kWgmmaBlockRows) * ceil_div(n, b);
+    const int64_t cost = ceil_div(tiles, multiprocessors) * (b + kWgmmaTileOverhead);
+    if (best_cost < 0 || cost < best_cost) {
+      best = b;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// The k split of the wgmma kernel (wgmma_kernel.cuh). A problem of few tiles runs few CTAs, each
+// reducing all of k (n = 64, m = 1280, k = 8192: 10 CTAs on 132 SMs). The split cuts k's groups
+// of 512 into runs of split_groups = ceil(groups / splits) (every run but the last that long, none
+// empty), one CTA per (tile, run); each CTA computes its groups' sums exactly as the unsplit
+// kernel does and writes them as fp32 to a workspace (the run of group 0 writes the prefix of the
+// fold, G0 + ... , as one value; the others one value per group), and a fold kernel adds them in
+// ascending group order, then the bias, and rounds once. The expression is the canonical one for
+// every split count, so the count may depend on n (and the device) without moving a bit.
+//
+// The rule (wgmma_auto_splits): the most splits that keep every (tile, run) unit in one wave
+// (tiles * splits <= SMs: a second wave would double the critical path), with at least
+// kWgmmaMinSplitGroups groups per run (a run of one group is 8 k blocks, the n64 ring's depth: its
+// CTA would mostly fill the ring and store, with no steady stream of loads behind MMAs; and every
+// group sum a run stores, 32 KiB per 128 x 64 tile written and read back from L2, is a sixth of
+// the 192 KiB of operands the group streams; a choice by reasoning, not yet a measured
+// crossover), then the fewest splits that keep the runs equal; fewer while the workspace would
+// exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace); no split when
+// tiles * 2 > SMs.
+constexpr int64_t kWgmmaMinSplitGroups = 2;
+constexpr int64_t kWgmmaSplitWorkspaceBytes = int64_t{32} << 20;
+constexpr int kWgmmaFoldThreads = 256;  // the fold kernel's block: one thread per consumer thread
+
+// Bytes of the group sums of `tiles` tiles of 128 x block_n split into runs of split_groups: slot
+// 0 is the prefix of the run of group 0, then one slot per group after it. -1 when they exceed
+// `budget` (computed without overflow for any tiles).
+inline int64_t wgmma_split_workspace_bytes(int64_t tiles, int block_n, int64_t groups,
+                                           int64_t split_groups, int64_t budget) {
+  const int64_t per_tile = (groups - split_groups + 1) * kWgmmaBlockRows * block_n * 4;
+  if (budget < 0 || tiles > budget / per_tile) return -1;
+  return tiles * per_tile;
+}
+// Whether `splits` cuts `groups` into equal runs of ceil(groups / splits), none left empty.
+inline bool wgmma_split_exact(int64_t groups, int64_t splits) {
+  return splits >= 1 && splits <= groups && ceil_div(groups, ceil_div(groups, splits)) == splits;
+}
+inline int wgmma_auto_splits(int64_t tiles, int64_t groups, int multiprocessors, int block_n,
+                             int64_t budget) {
+  for (int64_t want = std::min(multiprocessors / tiles, groups / kWgmmaMinSplitGroups); want >= 2;
+       --want) {
+    const int64_t split_groups = ceil_div(groups, want);
+    if (wgmma_split_workspace_bytes(tiles, block_n, groups, split_groups, budget) >= 0) {
+      return static_cast<int>(ceil_div(groups, split_groups));
+    }
+  }
+  return 1;
+}
+
+// A wgmma config for sm_90 with `block_n` in {64, 128} (and 256 for one chain) and `splits` (0:
+// wgmma_auto_splits within `workspace_budget`, none for one chain; else one the caller checked
+// with wgmma_split_exact), or one with an empty name when the grid, the shared memory or the
+// forced split's workspace does not fit, or the form excludes the width or the split.
+inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, int block_n, bool pdl,
+                                 int splits = 0,
+                                 int64_t workspace_budget = kWgmmaSplitWorkspaceBytes) {
+  LinearConfig c;
+  c.path = LinearPath::wgmma;
+  c.pdl = pdl;
+  c.block_n = block_n;
+  c.stages = wgmma_stages(block_n);
+  c.threads = 384;
+  c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
+  c.tiles = c.m_tiles * ceil_div(s.n, block_n);
+  c.one_chain = canonical_one_chain(s.m);
+  // One chain: no k split (a split would change the expression); 256-wide tiles only there.
+  if (c.one_chain ? splits > 1 : block_n > 128) return LinearConfig{};
+  const int64_t groups = ceil_div(s.k, kGroupK);
+  c.splits_forced = splits != 0;
+  c.splits = splits != 0 || c.one_chain
+                 ? std::max(splits, 1)
+                 : wgmma_auto_splits(c.tiles, groups, d.multiprocessors, block_n, workspace_budget);
+  c.split_groups = ceil_div(groups, c.splits);
+  int64_t units = c.tiles;
+  if (c.splits > 1) {
+    c.workspace_bytes =
+        wgmma_split_workspace_bytes(c.tiles, block_n, groups, c.split_groups, workspace_budget);
+    if (c.workspace_bytes < 0) return LinearConfig{};
+    units = c.tiles * c.splits;  // tiles <= 2^25 / 2^15 here: no overflow
+    c.fold_grid_x = c.tiles * (block_n / 8);
+    if (c.fold_grid_x > d.max_grid_x) return LinearConfig{};
+  }
+  c.grid_x = std::min<int64_t>(units, d.multiprocessors);
+  c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages, c.one_chain && s.out != DType::f32);
+  if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
+  // TMA box coordinates are 32-bit: every row index of x and w must fit.
+  if (s.n + block_n > (int64_t{1} << 31) || s.m + kWgmmaBlockRows > (int64_t{1} << 31)) {
+    return LinearConfig{};
+  }
+  c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages) +
+           (c.splits > 1 || c.splits_forced ? ".k" + std::to_string(c.splits) : "");
+  return c;
+}
+// How a wgmma config's reason names its split: "" without one.
+inline std::string wgmma_split_reason(const LinearConfig& c, const LinearDevice& d) {
+  if (c.splits == 1) return "";
+  return ", k split in " + std::to_string(c.splits) + " runs of " + std::to_string(c.split_groups) +
+         " groups (" + std::to_string(c.tiles) + " tiles on " + std::to_string(d.multiprocessors) +
+         " SMs)";
+}
+
+// The transposed one-chain kernel (wgmma_swap_kernel.cuh): tiles of block_w weight rows (32, 64,
+// 128 or 256: the MMA's N, half per consumer warpgroup) by 64 batch rows, the stages that fit
+// 192 KiB (at most 16), at most one persistent CTA per SM. Named "wgmma.t<block_w>".
+constexpr int64_t kSwapBatchRows = 64;
+// auto takes it for one-chain weights at 8 < n <= kSwapMaxN where the 128-row tiles of the wgmma
+// kernel would fill at most half the SMs (tiles x 2 <= SMs: 4096 x 4096 at n = 64 and 128, 7168 x
+// 2048 at n = 64), the 128-row tiles where they fill more (H200, docs/perf.md).
+constexpr int64_t kSwapMaxN = 256;
+inline bool swap_preferred(int64_t m, int64_t n, int block_n, int multiprocessors) {
+  return n <= kSwapMaxN &&
+         ceil_div(m, kWgmmaBlockRows) * ceil_div(n, block_n) * 2 <= multiprocessors;
+}
+inline bool swap_block_built(int block_w) {
+  return block_w == 32 || block_w == 64 || block_w == 128 || block_w == 256;
+}
+inline int swap_stages_host(int block_w) {
+  return static_cast<int>(
+      std::min<int64_t>(16, (192 * 1024) / ((kSwapBatchRows + block_w) * 64 * 2)));
+}
+inline int64_t swap_shared_bytes_host(int block_w) {
+  const int stages = swap_stages_host(block_w);
+  return 1024 + int64_t{stages} * (kSwapBatchRows + block_w) * 64 * 2 + 2 * int64_t{stages} * 8;
+}
+// The widest tile whose count still fills 9 / 10 of the SMs (weights streamed by as many SMs as
+// there are, each weight row read by one CTA per batch block), else the narrowest.
+inline int swap_block_w(int64_t m, int64_t n, int multiprocessors) {
+  for (const int b : {256, 128, 64}) {
+    if (ceil_div(m, b) * ceil_div(n, kSwapBatchRows) * 10 >= int64_t{multiprocessors} * 9) {
+      return b;
+    }
+  }
+  return 32;
+}
+// A transposed config with block_w (0: swap_block_w), or one with an empty name when the block is
+// not built or the grid does not fit.
+inline LinearConfig swap_config(const LinearShape& s, const LinearDevice& d, bool pdl,
+                                int block_w = 0) {
+  if (block_w == 0) block_w = swap_block_w(s.m, s.n, d.multiprocessors);
+  if (!swap_block_built(block_w)) return LinearConfig{};
+  LinearConfig c;
+  c.path = LinearPath::wgmma_swap;
+  c.pdl = pdl;
+  c.one_chain = true;
+  c.block_n = block_w;
+  c.stages = swap_stages_host(block_w);
+  c.threads = 384;
+  c.m_tiles = ceil_div(s.m, block_w);
+  c.tiles = c.m_tiles * ceil_div(s.n, kSwapBatchRows);
+  c.grid_x = std::min<int64_t>(c.tiles, d.multiprocessors);
+  c.shared_bytes = swap_shared_bytes_host(block_w);
+  if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
+  if (s.n + kSwapBatchRows > (int64_t{1} << 31) || s.m + block_w > (int64_t{1} << 31)) {
+    return LinearConfig{};
+  }
+  c.name = "wgmma.t" + std::to_string(block_w);
+  return c;
+}
+// A forced transposed name: "wgmma.t<block_w>" or "wgmma.t" (block chosen).
+inline bool parse_swap_name(const std::string& name, int& block_w) {
+  if (name.rfind("wgmma.t", 0) != 0) return false;
+  const std::string digits = name.substr(7);
+  block_w = 0;
+  if (digits.empty()) return true;
+  for (const char ch : digits) {
+    if (ch < '0' || ch > '9') return false;
+  }
+  if (digits.size() > 3 || digits[0] == '0') return false;
+  block_w = std::stoi(digits);
+  return true;
+}
+
+}  // namespace gemmkit::cuda::linear_family
