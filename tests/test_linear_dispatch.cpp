@@ -1083,7 +1083,9 @@ TEST(LinearDispatch, TransposedWgmmaNamesAndChoice) {
   // 28672 rows fill the SMs with 128-row tiles: the wgmma kernel.
   s.m = 28672;
   EXPECT_EQ(select_linear_config(s, kH200, "", true).path, LinearPath::wgmma);
-  EXPECT_EQ(swap_block_w(28672, 8, 132), 128);
+  EXPECT_EQ(swap_block_w(28672, 8, 132), 256);  // 112 tiles
+  EXPECT_EQ(swap_block_w(7168, 64, 132), 64);   // 112 tiles, where 32 rows would take 224
+  EXPECT_EQ(swap_block_w(4096, 128, 132), 64);  // 128 tiles
   EXPECT_EQ(swap_block_w(4096, 256, 132), 128);
   for (const char* name : {"wgmma.t32", "wgmma.t64", "wgmma.t128", "wgmma.t256"}) {
     const LinearShape t = bf16_shape(300, 4100, 1000 / 8 * 8);
