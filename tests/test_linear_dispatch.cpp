@@ -93,7 +93,9 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
   if (c.path == LinearPath::wgmma) {
     const int64_t groups = ceil_div(s.k, kGroupK);
     EXPECT_EQ(c.one_chain, canonical_one_chain(s.m));
-    if (c.one_chain) EXPECT_EQ(c.splits, 1);
+    if (c.one_chain) {
+      EXPECT_EQ(c.splits, 1);
+    }
     EXPECT_EQ(c.tiles, ceil_div(s.m, 128) * ceil_div(s.n, c.block_n));
     EXPECT_TRUE(wgmma_split_exact(groups, c.splits)) << groups << " groups";
     EXPECT_EQ(c.split_groups, ceil_div(groups, c.splits));

@@ -313,8 +313,9 @@ inline int64_t deterministic_ring_max_n(int64_t m, int64_t k) {
   return std::max(family_max_n(m, k), kDeterministicRingMaxN);
 }
 
-// auto in deterministic mode for bf16 / f16 on sm_90: the ring up to its bound (bf16), the wgmma
-// kernel above it, the reference kernel for layouts TMA cannot load and for small f16 batches.
+// auto in deterministic mode for bf16 / f16 on sm_90, sliced weights (one_chain_config serves the
+// others in both modes): the ring up to its bound (bf16), the wgmma kernel above it, the reference
+// kernel for layouts TMA cannot load and for small f16 batches.
 inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
   const std::string mode = "deterministic mode: batch-invariant at every n; ";
   if (!s.tma_compatible) {
@@ -413,8 +414,9 @@ inline std::string form_mismatch(const LinearShape& s, const char* kernel, bool 
 }
 
 // forced: "" or "auto" to choose; "reference", "ring4", "ring8", "ring16" (or with a tile:
-// "ring4.t1x2"), "simt_f32", "cublaslt" to force (Error when the forced kernel cannot serve the
-// problem).
+// "ring4.t1x2"), "wgmma[...]", "wgmma.t[...]", "stream[...]", "simt_f32", "cublaslt" to force
+// (Error when the forced kernel cannot serve the problem, or evaluates the other form of the
+// canonical reduction than the weight's).
 inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevice& d,
                                          const std::string& forced, bool pdl) {
   const bool hopper = d.sm_major == 9 && d.sm_minor == 0;

@@ -18,25 +18,24 @@
 // Structure: one producer warpgroup (one thread issues the TMA loads of 64-wide k blocks of the
 // weight and activation tiles into a ring of kStages stages, 128-byte swizzle) and two consumer
 // warpgroups (64 weight rows each) over a persistent grid: CTA b takes work units b, b + grid, ...
-// in the banded tile order of tile_order.h. Each slice's MMAs complete (wait_group 0) before its
-// partial is folded and its stages are freed. Registers: setmaxnreg gives the consumers 240 and the
-// producer
-// 24. PDL: every thread waits for the preceding grid before the first load.
+// in the banded tile order of tile_order.h. Sliced form: each slice's MMAs complete (wait_group 0)
+// before its partial is folded and its stages are freed. Registers: setmaxnreg gives the consumers
+// 240 and the producer 24. PDL: every thread waits for the preceding grid before the first load.
 //
-// k split (kSplit; the count is chosen by wgmma_auto_splits in linear_config.h): a problem of few
-// tiles would leave most SMs idle, so k's groups (512 each) are cut into runs of split_groups, and
-// a work unit is (tile, run); unit u is run u / tiles of tile u % tiles. A unit computes each of
-// its group sums G_j from zero exactly as the unsplit kernel does. The total is a left fold over
-// the groups, ((G0 + G1) + G2) + ..., so runs cannot fold their own groups and combine: the run of
-// group 0 keeps its running total (a prefix of that fold: the unsplit kernel's very registers) and
-// writes it to workspace slot 0, every other run writes each G_j to slot j - split_groups + 1,
-// and linear_wgmma_fold_kernel, launched after it on the stream (PDL: it waits for this grid's
-// completion before reading), adds slots 1, 2, ... into slot 0 in ascending order, then the bias,
-// and rounds once: the same fp32 adds in the same order as the unsplit epilogue (no products, so
-// nothing can contract into an FMA). A second kernel rather than a last-arriving CTA per tile:
-// no arrival counters to zero or reset per call (graph capture, a caller's workspace), no fences,
-// and the fold spreads over tiles * kBN / 8 blocks instead of one CTA per tile. Workspace: per
-// tile, slots of 128 x kBN fp32 stored as float4 in the accumulator layout (slot, register
+// k split (kSplit, sliced form only; the count is chosen by wgmma_auto_splits in wgmma_config.h): a
+// problem of few tiles would leave most SMs idle, so k's groups (512 each) are cut into runs of
+// split_groups, and a work unit is (tile, run); unit u is run u / tiles of tile u % tiles. A unit
+// computes each of its group sums G_j from zero exactly as the unsplit kernel does. The total is a
+// left fold over the groups, ((G0 + G1) + G2) + ..., so runs cannot fold their own groups and
+// combine: the run of group 0 keeps its running total (a prefix of that fold: the unsplit kernel's
+// very registers) and writes it to workspace slot 0, every other run writes each G_j to slot j -
+// split_groups + 1, and linear_wgmma_fold_kernel, launched after it on the stream (PDL: it waits
+// for this grid's completion before reading), adds slots 1, 2, ... into slot 0 in ascending order,
+// then the bias, and rounds once: the same fp32 adds in the same order as the unsplit epilogue (no
+// products, so nothing can contract into an FMA). A second kernel rather than a last-arriving CTA
+// per tile: no arrival counters to zero or reset per call (graph capture, a caller's workspace), no
+// fences, and the fold spreads over tiles * kBN / 8 blocks instead of one CTA per tile. Workspace:
+// per tile, slots of 128 x kBN fp32 stored as float4 in the accumulator layout (slot, register
 // quadruple j, thread), so a warp's stores and the fold's loads are 512 contiguous bytes; 64-bit
 // indices. The split kernel triggers its dependents at the start so the fold's blocks are
 // resident and waiting when it ends.
