@@ -348,9 +348,9 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
 }
 
 // Default mode on one-chain weights keeps the family where it measured level with cuBLASLt on the
-// H200 (docs/perf.md, linear-dense): the streaming kernel up to n = 8 (cold L2 0.97-1.16x, warm
+// H200 (docs/perf.md, linear-dense): the streaming kernel up to n = 8 (cold L2 0.88-1.16x, warm
 // 0.94-1.35x: cuBLASLt reads weights of up to 50 MiB from L2 there) and the wgmma kernel from
-// n = 4096 (0.98-1.13x); between them the family is 1.1-2.4x slower (one chain allows no k
+// n = 4096 (1.02-1.11x); between them the family is up to 3x slower (one chain allows no k
 // split: 4096 x 4096 at n = 64 has 32 tiles of 128 weight rows, and a chain of k / 16 dependent
 // warpgroup MMAs too small to fill the tensor cores takes about 115 cycles a step), so cuBLASLt.
 constexpr int64_t kOneChainDefaultStreamMaxN = 8;
