@@ -27,6 +27,19 @@ __device__ __forceinline__ void fence_barrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
+// The barriers of a TMA ring of `stages` stages, by thread 0 of the block: full[s] completed by
+// one producer arrival (with the stage's transaction bytes), empty[s] by `consumers` arrivals;
+// then published to the async proxy. The caller synchronizes the block before using them.
+__device__ __forceinline__ void init_ring_barriers(uint64_t* full, uint64_t* empty, int stages,
+                                                   uint32_t consumers) {
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < stages; ++s) {
+    mbarrier_init(&full[s], 1);
+    mbarrier_init(&empty[s], consumers);
+  }
+  fence_barrier_init();
+}
+
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)),
                "r"(bytes)

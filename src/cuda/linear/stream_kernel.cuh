@@ -84,13 +84,7 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t slices = (k + kSliceK - 1) / kSliceK;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(&full[s], 1);
-      ptx::mbarrier_init(&empty[s], kConsumers);
-    }
-    ptx::fence_barrier_init();
-  }
+  ptx::init_ring_barriers(full, empty, kStages, kConsumers);
   __syncthreads();
 
   if (warp == kConsumers) {  // the producer

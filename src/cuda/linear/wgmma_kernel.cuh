@@ -143,6 +143,24 @@ __device__ __forceinline__ void store_quad(const float (&v)[4], bool has_bias,
   }
 }
 
+// The producer's part of one work unit: k blocks [kb_begin, kb_end) into the ring, each stage
+// refilled once the consumers freed it (empty), its boxes issued by load(stage, k0) onto
+// full[stage] for stage_bytes. stage and phase follow the ring.
+template <int kStages, typename Load>
+__device__ __forceinline__ void produce_blocks(int kb_begin, int kb_end, uint64_t* full,
+                                               uint64_t* empty, uint32_t stage_bytes, int& stage,
+                                               uint32_t& phase, const Load& load) {
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    ptx::mbarrier_wait(&empty[stage], phase ^ 1);
+    ptx::mbarrier_arrive_expect_tx(&full[stage], stage_bytes);
+    load(stage, static_cast<int32_t>(kb * kWgmmaBlockK));
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+}
+
 // One tile of the one-chain form: acc from +0 (the reference's start: a first step that ignored
 // the accumulator would turn a step of all -0 products into -0) through every k block's steps in
 // order, a_box(stage) the A operand and b_box(stage) the B operand (kN columns); one block's MMAs
@@ -245,13 +263,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int unit_groups = kSplit ? split_groups : groups;
   const int64_t units = kSplit ? tiles * splits : tiles;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(&full[s], 1);
-      ptx::mbarrier_init(&empty[s], kWgmmaConsumers);
-    }
-    ptx::fence_barrier_init();
-  }
+  ptx::init_ring_barriers(full, empty, kStages, kWgmmaConsumers);
   __syncthreads();
   ptx::grid_dependency_wait();
   if constexpr (kSplit) ptx::launch_dependents();  // the fold kernel waits for our completion
@@ -271,17 +283,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       const auto m0 = static_cast<int32_t>(at.m_block * kWgmmaBlockM);
       const auto n0 = static_cast<int32_t>(at.n_block * kBN);
       const int kb_end = min(k_blocks, (g_begin + unit_groups) * kGroupBlocks);
-      for (int kb = g_begin * kGroupBlocks; kb < kb_end; ++kb) {
-        ptx::mbarrier_wait(&empty[stage], phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&full[stage], Layout::kStageBytes);
-        const auto k0 = static_cast<int32_t>(kb * kWgmmaBlockK);
-        ptx::tma_load_2d(weight_box(stage), &w_map, &full[stage], k0, m0);
-        ptx::tma_load_2d(activation_box(stage), &x_map, &full[stage], k0, n0);
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
+      wgmma_detail::produce_blocks<kStages>(
+          g_begin * kGroupBlocks, kb_end, full, empty, Layout::kStageBytes, stage, phase,
+          [&](int st, int32_t k0) {
+            ptx::tma_load_2d(weight_box(st), &w_map, &full[st], k0, m0);
+            ptx::tma_load_2d(activation_box(st), &x_map, &full[st], k0, n0);
+          });
     }
     return;
   }

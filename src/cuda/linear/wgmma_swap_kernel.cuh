@@ -73,13 +73,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
   const int k_blocks = static_cast<int>((k + kWgmmaBlockK - 1) / kWgmmaBlockK);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(&full[s], 1);
-      ptx::mbarrier_init(&empty[s], kWgmmaConsumers);
-    }
-    ptx::fence_barrier_init();
-  }
+  ptx::init_ring_barriers(full, empty, kStages, kWgmmaConsumers);
   __syncthreads();
   ptx::grid_dependency_wait();
 
@@ -93,17 +87,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const auto m0 = static_cast<int32_t>((tile % m_blocks) * kBW);
       const auto n0 = static_cast<int32_t>((tile / m_blocks) * kSwapBlockN);
-      for (int kb = 0; kb < k_blocks; ++kb) {
-        ptx::mbarrier_wait(&empty[stage], phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&full[stage], kStageBytes);
-        const auto k0 = static_cast<int32_t>(kb * kWgmmaBlockK);
-        ptx::tma_load_2d(activation_box(stage), &x_map, &full[stage], k0, n0);
-        ptx::tma_load_2d(weight_box(stage), &w_map, &full[stage], k0, m0);
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
+      wgmma_detail::produce_blocks<kStages>(
+          0, k_blocks, full, empty, kStageBytes, stage, phase, [&](int st, int32_t k0) {
+            ptx::tma_load_2d(activation_box(st), &x_map, &full[st], k0, n0);
+            ptx::tma_load_2d(weight_box(st), &w_map, &full[st], k0, m0);
+          });
     }
     return;
   }
