@@ -110,6 +110,13 @@ int check_splits(WgmmaProblem& problem, const std::string& prefix,
   return checked;
 }
 
+// Case `index` of a matrix: every fourth f16 (f16 out, else bf16 out), every third f32 out, every
+// second with a bias.
+WgmmaCase rotating_case(int64_t n, int64_t m, int64_t k, int index) {
+  const DType in = index % 4 == 3 ? DType::f16 : DType::bf16;
+  return WgmmaCase{n, m, k, in, index % 3 == 0 ? DType::f32 : in, index % 2 == 0};
+}
+
 TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
   const std::vector<int64_t> ns = {1, 7, 64, 65, 127, 128, 129, 300};
@@ -120,12 +127,7 @@ TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
     for (int64_t k : ks) {
       for (int j = 0; j < 3; ++j) {
         const int64_t n = ns[static_cast<std::size_t>(index * 3 + j) % ns.size()];
-        const WgmmaCase c{n,
-                          m,
-                          k,
-                          index % 4 == 3 ? DType::f16 : DType::bf16,
-                          index % 3 == 0 ? DType::f32 : (index % 4 == 3 ? DType::f16 : DType::bf16),
-                          index % 2 == 0};
+        const WgmmaCase c = rotating_case(n, m, k, index);
         ++index;
         WgmmaProblem problem(c, 500 + static_cast<uint64_t>(index));
         const std::vector<uint8_t> reference = problem.run("reference", n);
@@ -358,12 +360,7 @@ TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
     for (int64_t k : {8, 72, 200, 1000, 4104}) {
       for (int j = 0; j < 2; ++j) {
         const int64_t n = ns[static_cast<std::size_t>(index * 2 + j) % ns.size()];
-        const WgmmaCase c{n,
-                          m,
-                          k,
-                          index % 4 == 3 ? DType::f16 : DType::bf16,
-                          index % 3 == 0 ? DType::f32 : (index % 4 == 3 ? DType::f16 : DType::bf16),
-                          index % 2 == 0};
+        const WgmmaCase c = rotating_case(n, m, k, index);
         ++index;
         WgmmaProblem problem(c, 900 + static_cast<uint64_t>(index));
         const std::vector<uint8_t> reference = problem.run("reference", n);

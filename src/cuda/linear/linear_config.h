@@ -460,6 +460,14 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                     : "");
     return c;
   }
+  // What every forced one-chain kernel (stream, wgmma.t) needs: sm_90, 16-bit operands, a
+  // one-chain weight, TMA-loadable operands.
+  const auto require_one_chain_kernel = [&](const std::string& kernel, const char* arch) {
+    if (!hopper) reject(kernel + " is built for " + arch + " only");
+    if (s.in == DType::f32) reject(kernel + " takes bf16 or f16 operands only");
+    if (!canonical_one_chain(s.m)) reject(form_mismatch(s, kernel.c_str(), true));
+    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
+  };
   if (forced == "cublaslt") return cublaslt_config("forced");
   if (forced == "simt_f32") {
     if (s.in != DType::f32) reject("simt_f32 serves f32 operands only");
@@ -477,10 +485,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
           "unknown stream variant; use stream or stream.t<c>x<nt> (t1x1, t1x2, t2x1, t2x2, t2x4, "
           "t2x8, t4x4, t4x8)");
     }
-    if (!hopper) reject("the streaming kernel is built for sm_90 only");
-    if (s.in == DType::f32) reject("the streaming kernel takes bf16 or f16 operands only");
-    if (!canonical_one_chain(s.m)) reject(form_mismatch(s, "the streaming kernel", true));
-    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
+    require_one_chain_kernel("the streaming kernel", "sm_90");
     if (consumers != 0 && !stream_tile_built(consumers, nt)) {
       reject(
           "no streaming kernel is built for that tile; tiles: t1x1, t1x2, t2x1, t2x2, t2x4, t2x8, "
@@ -496,10 +501,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!parse_swap_name(forced, block_w) || (block_w != 0 && !swap_block_built(block_w))) {
       reject("unknown transposed wgmma variant; use wgmma.t or wgmma.t32, .t64, .t128, .t256");
     }
-    if (!hopper) reject("the wgmma kernels are built for sm_90a only");
-    if (s.in == DType::f32) reject("the wgmma kernels take bf16 or f16 operands only");
-    if (!canonical_one_chain(s.m)) reject(form_mismatch(s, "the transposed wgmma kernel", true));
-    if (!s.tma_compatible) reject(kNotTmaLoadableForced);
+    require_one_chain_kernel("the transposed wgmma kernel", "sm_90a");
     LinearConfig c = swap_config(s, d, pdl, block_w);
     if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
     c.reason = "forced";
@@ -509,8 +511,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     int block_n = 0, splits = 0;
     if (!parse_wgmma_name(forced, block_n, splits)) {
       reject(
-          "unknown wgmma variant; use wgmma, wgmma.n64 or wgmma.n128, optionally with a k split "
-          "(wgmma.n64.k4)");
+          "unknown wgmma variant; use wgmma, wgmma.n64, wgmma.n128 or wgmma.n256 (one-chain "
+          "weights), optionally with a k split (wgmma.n64.k4)");
     }
     if (!hopper) reject("the wgmma kernel is built for sm_90a only");
     if (s.in == DType::f32) reject("the wgmma kernel takes bf16 or f16 operands only");

@@ -64,6 +64,55 @@ bool tma_loadable(const Tensor& t) {
   return t.strides[1] == 1 && aligned16(t.data) && (t.strides[0] * 2) % 16 == 0;
 }
 
+// ---- shared launch pieces ----------------------------------------------------------------------
+
+// Raises kKernel's dynamic shared-memory limit to `bytes` once per device (one flag per kernel
+// instance and device).
+template <auto kKernel>
+void raise_shared_limit_once(int bytes, int device) {
+  static std::array<std::atomic<bool>, kMaxDevices> configured{};
+  auto& done = configured[static_cast<std::size_t>(device)];
+  if (!done.load(std::memory_order_acquire)) {
+    GEMMKIT_CUDA_CHECK(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    done.store(true, std::memory_order_release);
+  }
+}
+
+// A launch of c.grid_x blocks of c.threads with `bytes` of dynamic shared memory on `stream`, with
+// programmatic dependent launch when c.pdl (`attribute` must outlive the launch).
+cudaLaunchConfig_t launch_config(const LinearConfig& c, int bytes, cudaStream_t stream,
+                                 cudaLaunchAttribute& attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
+  config.blockDim = dim3(static_cast<unsigned>(c.threads));
+  config.dynamicSmemBytes = static_cast<std::size_t>(bytes);
+  config.stream = stream;
+  if (c.pdl) {
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  return config;
+}
+
+// Calls f(Tag<T>{}, Tag<Out>{}) with the 16-bit input type T of p and its output type Out (T, or
+// float for f32 out): the instance a launcher takes for a bf16 / f16 call.
+template <typename V>
+struct Tag {
+  using type = V;
+};
+template <typename F>
+void with_16bit_types(const detail::LinearProblem& p, F&& f) {
+  const bool f32_out = p.out.dtype == DType::f32;
+  if (p.x.dtype == DType::bf16) {
+    return f32_out ? f(Tag<__nv_bfloat16>{}, Tag<float>{})
+                   : f(Tag<__nv_bfloat16>{}, Tag<__nv_bfloat16>{});
+  }
+  return f32_out ? f(Tag<__half>{}, Tag<float>{}) : f(Tag<__half>{}, Tag<__half>{});
+}
+
 // ---- reference and f32 kernels -----------------------------------------------------------------
 
 template <typename T, typename Out>
@@ -216,20 +265,15 @@ bool launch_ring(const detail::LinearProblem& p, const LinearConfig& c, cudaStre
 // device.
 template <typename T, typename Out, int kBN, int kStages, bool kSplit, bool kOneChain = false>
 auto wgmma_kernel_for(int device) {
-  auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages, kSplit, kOneChain>;
+  constexpr auto kernel = linear_wgmma_kernel<T, Out, kBN, kStages, kSplit, kOneChain>;
   constexpr bool kStaging = kOneChain && sizeof(Out) == 2;
   using Layout = WgmmaSharedLayout<kBN, kStages, kStaging>;
   static_assert(Layout::kBytes == 1024 + kStages * (kWgmmaBlockRows + kBN) * 64 * 2 +
                                       (kStaging ? kWgmmaStagingBytesHost : 0) + 2 * kStages * 8,
                 "wgmma_shared_bytes_host matches the kernel's layout");
   static_assert(kWgmmaStagingBytesHost == kWgmmaStagingBytes, "the host's staging size");
-  static std::array<std::atomic<bool>, kMaxDevices> configured{};
-  auto& done = configured[static_cast<std::size_t>(device)];
-  if (!done.load(std::memory_order_acquire)) {
-    GEMMKIT_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
-    done.store(true, std::memory_order_release);
-  }
+  static_assert(kWgmmaThreadsHost == kWgmmaThreads, "the host's thread count");
+  raise_shared_limit_once<kernel>(Layout::kBytes, device);
   return kernel;
 }
 
@@ -242,8 +286,10 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
   const int64_t layout_bytes = c.one_chain
                                    ? WgmmaSharedLayout<kBN, kStages, sizeof(Out) == 2>::kBytes
                                    : WgmmaSharedLayout<kBN, kStages>::kBytes;
-  if (c.shared_bytes != layout_bytes) {
-    throw Error("gemmkit::linear: internal: wgmma_shared_bytes_host differs from the kernel's");
+  if (c.shared_bytes != layout_bytes || c.threads != kWgmmaThreads) {
+    throw Error(
+        "gemmkit::linear: internal: wgmma_config's shared memory or threads differ from "
+        "the kernel's");
   }
   // Copies: the per-thread cache may reuse a slot on the next encode.
   const CUtensorMap w_map =
@@ -254,18 +300,8 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
   const bool tma_store = c.one_chain && p.out.dtype != DType::f32 && tma_loadable(p.out);
   const CUtensorMap out_map =
       tma_store ? tensor_map_2d_16bit(p.out.data, p.n, p.m, p.out.strides[0], 64, 64) : w_map;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
-  config.blockDim = dim3(kWgmmaThreads);
-  config.dynamicSmemBytes = static_cast<std::size_t>(c.shared_bytes);
-  config.stream = stream;
   cudaLaunchAttribute attribute{};
-  if (c.pdl) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+  cudaLaunchConfig_t config = launch_config(c, static_cast<int>(c.shared_bytes), stream, attribute);
   const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
   const int64_t bias_stride = p.has_bias ? p.bias.strides[0] : int64_t{0};
   Out* const out = static_cast<Out*>(p.out.data);
@@ -319,69 +355,47 @@ void launch_wgmma_typed(const detail::LinearProblem& p, const LinearConfig& c, c
 
 void launch_wgmma(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s, int device,
                   void* workspace) {
-  const bool f32_out = p.out.dtype == DType::f32;
-  if (p.x.dtype == DType::bf16) {
-    return f32_out ? launch_wgmma_typed<__nv_bfloat16, float>(p, c, s, device, workspace)
-                   : launch_wgmma_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device, workspace);
-  }
-  return f32_out ? launch_wgmma_typed<__half, float>(p, c, s, device, workspace)
-                 : launch_wgmma_typed<__half, __half>(p, c, s, device, workspace);
+  with_16bit_types(p, [&](auto in, auto out) {
+    launch_wgmma_typed<typename decltype(in)::type, typename decltype(out)::type>(p, c, s, device,
+                                                                                  workspace);
+  });
 }
 
-// ---- transposed wgmma (one chain, moderate batches) --------------------------------------------
+// ---- transposed wgmma and streaming kernels (one chain) ----------------------------------------
 
-// Raises kKernel's dynamic shared-memory limit to `bytes` once per device (one flag per kernel
-// instance and device).
-template <auto kKernel>
-void raise_shared_limit_once(int bytes, int device) {
-  static std::array<std::atomic<bool>, kMaxDevices> configured{};
-  auto& done = configured[static_cast<std::size_t>(device)];
-  if (!done.load(std::memory_order_acquire)) {
-    GEMMKIT_CUDA_CHECK(
-        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    done.store(true, std::memory_order_release);
+// A kernel of the one-chain launch signature (w_map, x_map, bias, bias_stride, out, out strides,
+// n, m, k, m_tiles, tiles): tensor maps of (w_rows x w_cols) weight and (x_rows x x_cols)
+// activation boxes, `bytes` of dynamic shared memory (checked against the config's, which the
+// host computed), c's grid, threads and PDL.
+template <auto kKernel, typename T, typename Out>
+void launch_one_chain_instance(const detail::LinearProblem& p, const LinearConfig& c,
+                               cudaStream_t stream, int device, int bytes, int stages, int w_rows,
+                               int w_cols, int x_rows, int x_cols) {
+  if (c.shared_bytes != bytes || c.stages != stages) {
+    throw Error("gemmkit::linear: internal: " + c.name +
+                ": the host's shared memory or stages differ from the kernel's");
   }
-}
-
-// A launch of c.grid_x blocks of c.threads with `bytes` of dynamic shared memory on `stream`, with
-// programmatic dependent launch when c.pdl (`attribute` must outlive the launch).
-cudaLaunchConfig_t launch_config(const LinearConfig& c, int bytes, cudaStream_t stream,
-                                 cudaLaunchAttribute& attribute) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(c.grid_x));
-  config.blockDim = dim3(static_cast<unsigned>(c.threads));
-  config.dynamicSmemBytes = static_cast<std::size_t>(bytes);
-  config.stream = stream;
-  if (c.pdl) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  return config;
-}
-
-template <typename T, typename Out, int kBW>
-void launch_swap_instance(const detail::LinearProblem& p, const LinearConfig& c,
-                          cudaStream_t stream, int device) {
-  constexpr auto kernel = linear_wgmma_swap_kernel<T, Out, kBW>;
-  constexpr int kBytes = swap_shared_bytes<kBW>();
-  if (c.shared_bytes != kBytes || c.stages != swap_stages<kBW>()) {
-    throw Error("gemmkit::linear: internal: swap_shared_bytes_host differs from the kernel's");
-  }
-  raise_shared_limit_once<kernel>(kBytes, device);
-  const CUtensorMap w_map =
-      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], kBW, kWgmmaBlockK);
+  raise_shared_limit_once<kKernel>(bytes, device);
+  const CUtensorMap w_map =  // a copy: the per-thread cache may reuse the slot on the next encode
+      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], w_rows, w_cols);
   const CUtensorMap& x_map =
-      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], kSwapBlockN, kWgmmaBlockK);
+      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], x_rows, x_cols);
   cudaLaunchAttribute attribute{};
-  const cudaLaunchConfig_t config = launch_config(c, kBytes, stream, attribute);
+  const cudaLaunchConfig_t config = launch_config(c, bytes, stream, attribute);
   const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
+  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel, w_map, x_map, bias,
                                         p.has_bias ? p.bias.strides[0] : int64_t{0},
                                         static_cast<Out*>(p.out.data), p.out.strides[0],
                                         p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
   GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename Out, int kBW>
+void launch_swap_instance(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                          int device) {
+  launch_one_chain_instance<linear_wgmma_swap_kernel<T, Out, kBW>, T, Out>(
+      p, c, s, device, swap_shared_bytes<kBW>(), swap_stages<kBW>(), kBW, kWgmmaBlockK, kSwapBlockN,
+      kWgmmaBlockK);
 }
 
 template <typename T, typename Out>
@@ -395,41 +409,13 @@ void launch_swap_typed(const detail::LinearProblem& p, const LinearConfig& c, cu
               std::to_string(c.block_n) + " weight rows");
 }
 
-void launch_swap(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
-                 int device) {
-  const bool f32_out = p.out.dtype == DType::f32;
-  if (p.x.dtype == DType::bf16) {
-    return f32_out ? launch_swap_typed<__nv_bfloat16, float>(p, c, s, device)
-                   : launch_swap_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device);
-  }
-  return f32_out ? launch_swap_typed<__half, float>(p, c, s, device)
-                 : launch_swap_typed<__half, __half>(p, c, s, device);
-}
-
-// ---- streaming kernel (one chain, decode batches) ----------------------------------------------
-
 template <typename T, typename Out, int kConsumers, int kNT>
-void launch_stream_instance(const detail::LinearProblem& p, const LinearConfig& c,
-                            cudaStream_t stream, int device) {
-  constexpr auto kernel = linear_stream_kernel<T, Out, kConsumers, kNT>;
-  constexpr int kBytes = stream_shared_bytes<kConsumers, kNT>();
+void launch_stream_instance(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
+                            int device) {
   static_assert(stream_stages<kConsumers, kNT>() > 0, "a ring stage fits");
-  if (c.shared_bytes != kBytes || c.stages != stream_stages<kConsumers, kNT>()) {
-    throw Error("gemmkit::linear: internal: stream_shared_bytes_host differs from the kernel's");
-  }
-  raise_shared_limit_once<kernel>(kBytes, device);
-  const CUtensorMap w_map =
-      tensor_map_2d_16bit(p.w.data, p.m, p.k, p.w.strides[0], 16 * kConsumers, kRingHalfK);
-  const CUtensorMap& x_map =
-      tensor_map_2d_16bit(p.x.data, p.n, p.k, p.x.strides[0], 8 * kNT, kRingHalfK);
-  cudaLaunchAttribute attribute{};
-  const cudaLaunchConfig_t config = launch_config(c, kBytes, stream, attribute);
-  const T* bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
-  GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, w_map, x_map, bias,
-                                        p.has_bias ? p.bias.strides[0] : int64_t{0},
-                                        static_cast<Out*>(p.out.data), p.out.strides[0],
-                                        p.out.strides[1], p.n, p.m, p.k, c.m_tiles, c.tiles));
-  GEMMKIT_CUDA_CHECK_LAUNCH();
+  launch_one_chain_instance<linear_stream_kernel<T, Out, kConsumers, kNT>, T, Out>(
+      p, c, s, device, stream_shared_bytes<kConsumers, kNT>(), stream_stages<kConsumers, kNT>(),
+      16 * kConsumers, kRingHalfK, 8 * kNT, kRingHalfK);
 }
 
 template <typename T, typename Out>
@@ -445,17 +431,6 @@ void launch_stream_typed(const detail::LinearProblem& p, const LinearConfig& c, 
   if (c.consumers == 4 && c.nt == 8) return launch_stream_instance<T, Out, 4, 8>(p, c, s, device);
   throw Error("gemmkit::linear: internal: no streaming instance for tile " +
               std::to_string(c.consumers) + "x" + std::to_string(c.nt));
-}
-
-void launch_stream(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
-                   int device) {
-  const bool f32_out = p.out.dtype == DType::f32;
-  if (p.x.dtype == DType::bf16) {
-    return f32_out ? launch_stream_typed<__nv_bfloat16, float>(p, c, s, device)
-                   : launch_stream_typed<__nv_bfloat16, __nv_bfloat16>(p, c, s, device);
-  }
-  return f32_out ? launch_stream_typed<__half, float>(p, c, s, device)
-                 : launch_stream_typed<__half, __half>(p, c, s, device);
 }
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------
@@ -736,19 +711,22 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
     case LinearPath::simt_f32:
       return launch_simt(p, *config, s);
     case LinearPath::stream:
-      return launch_stream(p, *config, s, device);
+      return with_16bit_types(p, [&](auto in, auto out) {
+        launch_stream_typed<typename decltype(in)::type, typename decltype(out)::type>(p, *config,
+                                                                                       s, device);
+      });
     case LinearPath::wgmma_swap:
-      return launch_swap(p, *config, s, device);
+      return with_16bit_types(p, [&](auto in, auto out) {
+        launch_swap_typed<typename decltype(in)::type, typename decltype(out)::type>(p, *config, s,
+                                                                                     device);
+      });
     case LinearPath::wgmma:
       return launch_wgmma(p, *config, s, device,
                           split_scratch.has_value() ? split_scratch->data() : nullptr);
     case LinearPath::reference:
-      if (p.x.dtype == DType::bf16) {
-        return f32_out ? launch_reference<__nv_bfloat16, float>(p, *config, s)
-                       : launch_reference<__nv_bfloat16, __nv_bfloat16>(p, *config, s);
-      }
-      return f32_out ? launch_reference<__half, float>(p, *config, s)
-                     : launch_reference<__half, __half>(p, *config, s);
+      return with_16bit_types(p, [&](auto in, auto out) {
+        launch_reference<typename decltype(in)::type, typename decltype(out)::type>(p, *config, s);
+      });
     case LinearPath::tma_ring: {
       const auto launch = [&](const LinearConfig& c) {
         return f32_out ? launch_ring<float>(p, c, s, device)

@@ -77,4 +77,10 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// TMA box coordinates are 32-bit: every row index of x (boxes of batch_rows) and w (boxes of
+// weight_rows) a kernel's boxes start at must fit.
+inline bool tma_box_rows_fit(const LinearShape& s, int64_t batch_rows, int64_t weight_rows) {
+  return s.n + batch_rows <= (int64_t{1} << 31) && s.m + weight_rows <= (int64_t{1} << 31);
+}
+
 }  // namespace gemmkit::cuda::linear_family

@@ -68,10 +68,7 @@ inline LinearConfig stream_config(const LinearShape& s, const LinearDevice& d, b
   c.grid_x = std::min(c.tiles, d.max_grid_x);
   c.shared_bytes = stream_shared_bytes_host(consumers, nt);
   if (c.shared_bytes > d.shared_optin) return LinearConfig{};
-  // TMA box coordinates are 32-bit: every row index of x and w must fit.
-  if (s.n + 8 * nt > (int64_t{1} << 31) || s.m + 16 * consumers > (int64_t{1} << 31)) {
-    return LinearConfig{};
-  }
+  if (!tma_box_rows_fit(s, 8 * nt, 16 * consumers)) return LinearConfig{};
   c.name = "stream.t" + std::to_string(consumers) + "x" + std::to_string(nt);
   return c;
 }

@@ -16,6 +16,7 @@ namespace gemmkit::cuda::linear_family {
 // 128; 256 in the one-chain form), the stages of 64-wide k blocks its shared memory is built with,
 // at most one persistent CTA per SM.
 constexpr int kWgmmaBlockRows = 128;
+constexpr int kWgmmaThreadsHost = 384;  // one producer and two consumer warpgroups
 inline int wgmma_stages(int block_n) {
   return block_n == 64 ? 8 : block_n == 128 ? 6 : 4;
 }
@@ -149,7 +150,7 @@ inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, in
   c.pdl = pdl;
   c.block_n = block_n;
   c.stages = wgmma_stages(block_n);
-  c.threads = 384;
+  c.threads = kWgmmaThreadsHost;
   c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
   c.tiles = c.m_tiles * ceil_div(s.n, block_n);
   c.one_chain = canonical_one_chain(s.m);
@@ -173,10 +174,7 @@ inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, in
   c.grid_x = std::min<int64_t>(units, d.multiprocessors);
   c.shared_bytes = wgmma_shared_bytes_host(block_n, c.stages, c.one_chain && s.out != DType::f32);
   if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
-  // TMA box coordinates are 32-bit: every row index of x and w must fit.
-  if (s.n + block_n > (int64_t{1} << 31) || s.m + kWgmmaBlockRows > (int64_t{1} << 31)) {
-    return LinearConfig{};
-  }
+  if (!tma_box_rows_fit(s, block_n, kWgmmaBlockRows)) return LinearConfig{};
   c.name = "wgmma.n" + std::to_string(block_n) + ".s" + std::to_string(c.stages) +
            (c.splits > 1 || c.splits_forced ? ".k" + std::to_string(c.splits) : "");
   return c;
@@ -235,15 +233,13 @@ inline LinearConfig swap_config(const LinearShape& s, const LinearDevice& d, boo
   c.one_chain = true;
   c.block_n = block_w;
   c.stages = swap_stages_host(block_w);
-  c.threads = 384;
+  c.threads = kWgmmaThreadsHost;
   c.m_tiles = ceil_div(s.m, block_w);
   c.tiles = c.m_tiles * ceil_div(s.n, kSwapBatchRows);
   c.grid_x = std::min<int64_t>(c.tiles, d.multiprocessors);
   c.shared_bytes = swap_shared_bytes_host(block_w);
   if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
-  if (s.n + kSwapBatchRows > (int64_t{1} << 31) || s.m + block_w > (int64_t{1} << 31)) {
-    return LinearConfig{};
-  }
+  if (!tma_box_rows_fit(s, kSwapBatchRows, block_w)) return LinearConfig{};
   c.name = "wgmma.t" + std::to_string(block_w);
   return c;
 }
