@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nsight Compute on the own depthwise and small-o kernels (device machine, after
+# Nsight Compute on the own depthwise, small-o and small-c kernels (device machine, after
 # scripts/device.sh built): duration, occupancy, warp stalls and the top stall locations of one
 # launch per row; the full report in DIR/ncu-conv.txt (default ./out), a digest on stdout.
 # Usage: bash scripts/conv-profile.sh [--out DIR] [row ...]   (rows: the names below; default all)
@@ -23,7 +23,7 @@ profile() {
   # The largest stall reasons (cycles per issued instruction) and the configuration line.
   awk -v n="== $name" '$0 == n {f = 1} f' "$log" | grep -E "issue_stalled" | awk '{print $NF, $1}' |
     sort -gr | head -6
-  awk -v n="== $name" '$0 == n {f = 1} f' "$log" | grep -m2 -iE "gemmkit.*(depthwise|small_o|tile)"
+  awk -v n="== $name" '$0 == n {f = 1} f' "$log" | grep -m2 -iE "gemmkit.*(depthwise|small_o|small_c|tile)"
 }
 rows=("$@")
 [ ${#rows[@]} -eq 0 ] && rows=(convnext-dw7x7-96 convnext-dw7x7-384 mobilenet-dw3x3-144 mobilenet-dw3x3s2-144 vae-conv-out)
@@ -34,6 +34,8 @@ for row in "${rows[@]}"; do
   mobilenet-dw3x3-144) profile $row depthwise --n 8 --in 56x56 --c 144 --o 144 --kernel 3x3 --pad 1 --groups 144 --algo depthwise ;;
   mobilenet-dw3x3s2-144) profile $row depthwise --n 8 --in 56x56 --c 144 --o 144 --kernel 3x3 --stride 2 --pad 1 --groups 144 --algo depthwise ;;
   vae-conv-out) profile $row small_o --n 1 --in 1024x1024 --c 128 --o 3 --kernel 3x3 --pad 1 --algo direct ;;
+  resnet50-stem) profile $row small_c --n 8 --in 224x224 --c 3 --o 64 --kernel 7x7 --stride 2 --pad 3 --algo implicit ;;
+  vae-conv-in) profile $row small_c --n 1 --in 1024x1024 --c 3 --o 128 --kernel 3x3 --pad 1 --bias --algo implicit ;;
   *) echo "unknown row $row" ;;
   esac
 done

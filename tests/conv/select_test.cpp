@@ -737,13 +737,18 @@ TEST(ConvExtreme, TwoToTheThirtyOnePositions) {
   const int64_t items = p.out_positions() * p.out_channels;  // 2^35 threads' worth of work
   EXPECT_GE(grid_iterations(items, direct.grid.x, direct.block) * direct.grid.x * direct.block,
             items);
-  // The same with a 3x3 kernel: unfold in chunks bounded by the workspace.
+  // The same with a 3x3 kernel: the small-c kernel on 2^23 tiles (64-bit tile indices), and
+  // under algo 'gemm' the unfold in chunks bounded by the workspace.
   Spec s3 = s;
   s3.w_shape = {16, 3, 3, 4};
   s3.params.padding_lo = {1};
   s3.params.padding_hi = {1};
   const ConvProblem p3 = make_problem(s3);
-  const ConvConfig unfold = select_conv_config(p3, kH200, request());
+  const ConvConfig small_c = select_conv_config(p3, kH200, request());
+  EXPECT_EQ(small_c.path, ConvPath::small_c) << to_string(small_c);
+  expect_within_limits(small_c);
+  EXPECT_EQ(small_c.small_c.tiles * small_c.small_c.tile_m(), int64_t{1} << 31);
+  const ConvConfig unfold = select_conv_config(p3, kH200, request("gemm"));
   EXPECT_EQ(unfold.path, ConvPath::unfold_gemm);
   expect_within_limits(unfold);
   expect_gemm_chunks_valid(p3, unfold);

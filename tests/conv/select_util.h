@@ -84,7 +84,7 @@ inline void expect_within_limits(const ConvConfig& c) {
   // The implicit GEMMs and the small-o taps kernel opt in to more shared memory; every other
   // kernel stays within the default 48 KiB.
   const bool optin = c.path == ConvPath::implicit_gemm || c.path == ConvPath::implicit_wgmma ||
-                     c.small_o_taps.active;
+                     c.path == ConvPath::small_c || c.small_o_taps.active;
   EXPECT_LE(c.smem_bytes, optin ? kH200.shared_per_block_optin : kMaxKernelSmem);
   if (c.small_o_taps.active) {
     const SmallOTapsTiling& t = c.small_o_taps;
@@ -98,6 +98,18 @@ inline void expect_within_limits(const ConvConfig& c) {
     EXPECT_LE(t.grid, kH200.multiprocessors * t.blocks_per_sm);
     EXPECT_GE(t.grid * t.tiles_per_block, t.tiles);
     EXPECT_LT((t.grid - 1) * t.tiles_per_block, t.tiles);
+  }
+  if (c.path == ConvPath::small_c) {
+    const SmallCPlan& t = c.small_c;
+    EXPECT_TRUE(t.active);
+    EXPECT_EQ(c.block, kSmallCThreads);
+    EXPECT_EQ(c.smem_bytes, t.smem_bytes);
+    EXPECT_EQ(int64_t{c.grid.x}, t.grid);
+    EXPECT_LE(t.grid, t.tiles);
+    EXPECT_LE(t.grid, kH200.multiprocessors * t.blocks_per_sm);
+    EXPECT_EQ(t.tile_h * t.tile_w, t.tile_m());
+    EXPECT_LE(t.region_pixels(), kSmallCMaxRegionPixels);
+    EXPECT_LE(t.k_steps, kSmallCMaxKSteps);
   }
   if (c.path == ConvPath::depthwise) {
     EXPECT_EQ(int64_t{c.block}, c.depthwise.variant == DepthwiseVariant::mma

@@ -25,6 +25,7 @@
 #include "cuda/conv/implicit_gemm/launch.h"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
 #include "cuda/conv/select.h"
+#include "cuda/conv/small_c/launch.h"
 #include "cuda/conv/small_o/launch.h"
 #include "cuda/cuda_backend.h"
 
@@ -102,6 +103,9 @@ bool run_own_path(const detail::ConvProblem& problem, const ConvGeometry& g,
       break;
     case ConvPath::implicit_wgmma:
       launch_conv_implicit_wgmma(problem, config.implicit_wgmma, s);
+      break;
+    case ConvPath::small_c:
+      launch_conv_small_c(g, config.small_c, x_dtype, out_dtype, ptr, s);
       break;
     case ConvPath::gemm_1x1:
     case ConvPath::unfold_gemm:

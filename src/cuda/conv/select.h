@@ -18,6 +18,7 @@
 #include "cuda/conv/gemm/plan.h"
 #include "cuda/conv/implicit_gemm/plan.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
+#include "cuda/conv/small_c/plan.h"
 #include "cuda/conv/small_o/plan.h"
 
 namespace gemmkit::cuda::conv_impl {
@@ -49,7 +50,7 @@ inline bool prefer_implicit_wgmma(const ImplicitWgmmaPlan& wgmma, const Implicit
 // fast or faster; cuDNN takes unfold_gemm, 2-D depthwise and the CUDA-core small-o kernel. Retune
 // here when either side changes.
 inline bool auto_prefers_cudnn(const detail::ConvProblem& p, const ConvConfig& own) {
-  if (own.path == ConvPath::gemm_1x1) return false;
+  if (own.path == ConvPath::gemm_1x1 || own.path == ConvPath::small_c) return false;
   if (own.path == ConvPath::small_o && (own.small_o.mma || own.small_o_taps.active)) return false;
   const bool depthwise = p.groups == p.in_channels && p.in_channels_per_group == 1;
   return !(depthwise && p.spatial == 1);
@@ -138,9 +139,22 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
                                " useful against " + std::to_string(wgmma.tile_efficiency) + ")"
                          : reason + " (not the Hopper kernel: " + no_wgmma + ")");
   };
+  // The small-c kernel (K packed across taps) where c <= 8: auto takes it unless the mma.sync
+  // implicit GEMM wastes less of its tiles (c = 8 packs whole taps in both).
+  SmallCPlan small_c;
+  const std::string no_small_c = why_not_small_c(p, dev, small_c);
+  const bool take_small_c =
+      no_small_c.empty() &&
+      (!no_implicit.empty() || small_c.tile_efficiency >= implicit.tile_efficiency);
   std::string no_unfold_prefix;
   if (requested == ConvAlgo::implicit) {
-    if (!no_wgmma.empty() && !no_implicit.empty()) cannot(no_implicit);
+    if (!no_wgmma.empty() && !no_implicit.empty()) {
+      if (no_small_c.empty()) {
+        return small_c_config(small_c, algo,
+                              "algo 'implicit' requested, c <= 8: the small-c kernel");
+      }
+      cannot(no_implicit + "; small-c kernel: " + no_small_c);
+    }
     return implicit_choice("algo 'implicit' requested");
   }
   if (requested == ConvAlgo::gemm) {
@@ -160,6 +174,9 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
       return small_o_config(p, dev, algo, "o <= 8: small-o direct kernel", request.small_o);
     }
     if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
+    if (take_small_c) {
+      return small_c_config(small_c, algo, "c <= 8: implicit GEMM with taps packed along K");
+    }
     if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
       return implicit_choice("implicit GEMM (no unfold)");
     }
@@ -204,7 +221,8 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
 // GEMM are not raced: cuDNN's engines take less than half their time on every suite row.
 inline bool auto_races_cudnn(const ConvConfig& own) {
   return own.path == ConvPath::depthwise || own.path == ConvPath::gemm_1x1 ||
-         own.path == ConvPath::small_o || own.path == ConvPath::implicit_wgmma;
+         own.path == ConvPath::small_o || own.path == ConvPath::implicit_wgmma ||
+         own.path == ConvPath::small_c;
 }
 
 // Whether the race's challenger replaces the static choice: only when faster by more than

@@ -154,15 +154,15 @@ std::vector<ConvCase> matrix() {
     v.push_back(c);
   }
   {
-    ConvCase c = make_case("odd channels c3 -> o16 (scalar unfold)", {1, 13, 11, 3}, {16, 3, 3, 3},
-                           all, "cuda.conv.unfold_gemm");
+    ConvCase c = make_case("odd channels c3 -> o16 (small-c kernel, scalar unfold under gemm)",
+                           {1, 13, 11, 3}, {16, 3, 3, 3}, all, "cuda.conv.small_c");
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     v.push_back(c);
   }
   {
     ConvCase c = make_case("x with gaps between rows and channels", {2, 6, 7, 8}, {12, 3, 3, 8},
-                           all, "cuda.conv.unfold_gemm");
+                           all, "cuda.conv.small_c");
     c.x_layout.pad = {1, 2, 1, 3};
     c.x_layout.offset = 3;
     v.push_back(c);
@@ -176,7 +176,7 @@ std::vector<ConvCase> matrix() {
   }
   {
     ConvCase c = make_case("out with gaps (GEMM cannot write it)", {1, 6, 6, 8}, {10, 3, 3, 8},
-                           {"reference", "direct"}, "cuda.conv.direct");
+                           {"reference", "direct"}, "cuda.conv.small_c");
     c.out_layout.pad = {0, 0, 1, 2};  // positions do not merge into one stride
     c.out_layout.offset = 1;
     v.push_back(c);

@@ -12,6 +12,7 @@
 #include "cuda/conv/depthwise/layout.h"
 #include "cuda/conv/implicit_gemm/layout.h"
 #include "cuda/conv/implicit_gemm/wgmma_layout.h"
+#include "cuda/conv/small_c/layout.h"
 #include "cuda/conv/small_o/layout.h"
 #include "cuda/conv/small_o/taps_layout.h"
 
@@ -28,11 +29,12 @@ enum class ConvPath : int {
   cudnn = 5,
   implicit_gemm = 6,
   implicit_wgmma = 7,  // the Hopper implicit GEMM (TMA + wgmma)
+  small_c = 8,         // c <= 8: an implicit GEMM with K packed across taps
 };
 
-inline constexpr const char* kPathNames[] = {"direct",        "depthwise",     "small_o",
-                                             "gemm_1x1",      "unfold_gemm",   "cudnn",
-                                             "implicit_gemm", "implicit_wgmma"};
+inline constexpr const char* kPathNames[] = {"direct",        "depthwise",      "small_o",
+                                             "gemm_1x1",      "unfold_gemm",    "cudnn",
+                                             "implicit_gemm", "implicit_wgmma", "small_c"};
 inline const char* path_name(ConvPath path) {
   return enum_name(path, kPathNames);
 }
@@ -78,6 +80,7 @@ struct ConvConfig {
   SmallOTapsTiling small_o_taps;  // the taps kernel, when active
   ImplicitGemmPlan implicit;
   ImplicitWgmmaPlan implicit_wgmma;
+  SmallCPlan small_c;
 
   // GEMM paths.
   int64_t workspace_budget = 0;     // bytes this call may use
