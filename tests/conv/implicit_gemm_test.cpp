@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/problems.h"
+#include "conv/emulation.h"
 #include "conv/problem_spec.h"
 #include "conv/select_util.h"
 #include "cuda/conv/common/config.h"
@@ -438,11 +439,7 @@ TEST(ConvImplicit, KCursorWalksKInOrder) {
 
 // ---- Host emulation of the kernel ----------------------------------------------------------
 
-struct EmuCase {
-  std::string name;
-  Spec spec;
-  gemmkit_test::Layout x_layout, w_layout, out_layout;
-};
+using gemmkit_test::EmuCase;
 
 // Runs the kernel's data movement on the host: per tile the row table (implicit_row), per K
 // stage and loader column the cursor (implicit_k_start / advance) and tap (implicit_tap), per row
@@ -451,32 +448,15 @@ struct EmuCase {
 // reference; every output must be written exactly once.
 void emulate(const EmuCase& ec) {
   SCOPED_TRACE(ec.name);
-  const Spec& s = ec.spec;
-  gemmkit_test::HostTensor x = gemmkit_test::random_tensor(s.dtype, s.x_shape, 11, ec.x_layout);
-  gemmkit_test::HostTensor w = gemmkit_test::random_tensor(s.dtype, s.w_shape, 12, ec.w_layout);
-  gemmkit_test::HostTensor b = gemmkit_test::random_tensor(s.dtype, {s.w_shape[0]}, 13);
-  const std::vector<int64_t> out_shape = conv_output_shape(s.x_shape, s.w_shape, s.params);
-  gemmkit_test::HostTensor out = gemmkit_test::make_tensor(DType::f32, out_shape, ec.out_layout);
-  const gemmkit_test::Reference ref =
-      gemmkit_test::reference_conv(x, w, s.bias ? &b : nullptr, s.params);
-
-  ConvProblem p = make_problem(s);
-  p.x = x.view();
-  p.weight = w.view();
-  p.out = out.view();
-  if (s.bias) p.bias = b.view();
+  const gemmkit_test::EmuData data(ec, 11);
+  const ConvProblem& p = data.p;
+  const gemmkit_test::HostTensor &b = data.b, &out = data.out;
   ASSERT_EQ(why_not_implicit_gemm(p, kH200), "");
   const ImplicitGemmPlan t = implicit_gemm_plan(p, kH200);
   expect_plan_valid(p, t, ec.name);
 
-  const auto x_value = [&](int64_t element) {  // from the view's data pointer
-    return gemmkit_test::decode_bits(
-        s.dtype, x.storage.data() + (x.offset + element) * static_cast<int64_t>(2));
-  };
-  const auto w_value = [&](int64_t element) {
-    return gemmkit_test::decode_bits(
-        s.dtype, w.storage.data() + (w.offset + element) * static_cast<int64_t>(2));
-  };
+  const auto x_value = [&](int64_t element) { return data.x_value(element); };
+  const auto w_value = [&](int64_t element) { return data.w_value(element); };
   std::map<int64_t, double> written;  // out storage index -> value
   for (int64_t tile = 0; tile < t.tiles; ++tile) {
     const ImplicitTile at = implicit_gemm_tile(t, tile);
@@ -538,19 +518,14 @@ void emulate(const EmuCase& ec) {
       }
     }
   }
-  gemmkit_test::expect_emulated_outputs(written, out, ref);
+  gemmkit_test::expect_emulated_outputs(written, out, data.ref);
 }
 
 std::vector<EmuCase> emulation_cases() {
   std::vector<EmuCase> v;
   const auto add = [&v](const std::string& name, std::vector<int64_t> xs, std::vector<int64_t> ws,
                         const std::function<void(EmuCase&)>& tweak = nullptr) {
-    EmuCase c;
-    c.name = name;
-    c.spec.x_shape = std::move(xs);
-    c.spec.w_shape = std::move(ws);
-    if (tweak) tweak(c);
-    v.push_back(c);
+    gemmkit_test::add_emu_case(v, name, std::move(xs), std::move(ws), tweak);
   };
   add("2d 3x3 pad 1 bias, M and N tails", {2, 9, 11, 16}, {136, 3, 3, 16}, [](EmuCase& c) {
     c.spec.params.padding_lo = {1};

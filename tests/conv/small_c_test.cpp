@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/problems.h"
+#include "conv/emulation.h"
 #include "conv/problem_spec.h"
 #include "conv/select_util.h"
 #include "cuda/conv/small_c/plan.h"
@@ -151,11 +152,7 @@ TEST(ConvSmallC, Selection) {
 
 // ---- Host emulation of the kernel ----------------------------------------------------------
 
-struct EmuCase {
-  std::string name;
-  Spec spec;
-  gemmkit_test::Layout x_layout, w_layout, out_layout;
-};
+using gemmkit_test::EmuCase;
 
 // The kernel's data movement on the host: per tile (small_c_tile) the region staged pixel by pixel
 // (small_c_region_pixel; zeros outside x and past c), the weight block (small_c_weight), the row
@@ -165,25 +162,12 @@ struct EmuCase {
 void emulate(const EmuCase& ec) {
   SCOPED_TRACE(ec.name);
   const Spec& s = ec.spec;
-  gemmkit_test::HostTensor x = gemmkit_test::random_tensor(s.dtype, s.x_shape, 21, ec.x_layout);
-  gemmkit_test::HostTensor w = gemmkit_test::random_tensor(s.dtype, s.w_shape, 22, ec.w_layout);
-  gemmkit_test::HostTensor b = gemmkit_test::random_tensor(s.dtype, {s.w_shape[0]}, 23);
-  const std::vector<int64_t> out_shape = conv_output_shape(s.x_shape, s.w_shape, s.params);
-  gemmkit_test::HostTensor out = gemmkit_test::make_tensor(DType::f32, out_shape, ec.out_layout);
-  const gemmkit_test::Reference ref =
-      gemmkit_test::reference_conv(x, w, s.bias ? &b : nullptr, s.params);
-
-  ConvProblem p = make_problem(s);
-  p.x = x.view();
-  p.weight = w.view();
-  p.out = out.view();
-  if (s.bias) p.bias = b.view();
+  const gemmkit_test::EmuData data(ec, 21);
+  const ConvProblem& p = data.p;
+  const gemmkit_test::HostTensor &b = data.b, &out = data.out;
   SmallCPlan t;
   ASSERT_EQ(why_not_small_c(p, kH200, t), "");
   const ConvGeometry g = normalize(p);
-  const auto value = [&](const gemmkit_test::HostTensor& h, int64_t element) {
-    return gemmkit_test::decode_bits(s.dtype, h.storage.data() + (h.offset + element) * int64_t{2});
-  };
   const int k_real = t.taps * t.c_pad;
   std::vector<int> row_base(static_cast<std::size_t>(t.tile_m()));
   for (int m = 0; m < t.tile_m(); ++m)
@@ -202,7 +186,8 @@ void emulate(const EmuCase& ec) {
       int64_t offset = 0;
       if (!small_c_region_pixel(g, t, at, r, offset)) continue;
       for (int ci = 0; ci < g.c; ++ci) {
-        region[static_cast<std::size_t>(r * t.c_pad + ci)] = value(x, offset + ci * g.x_stride[4]);
+        region[static_cast<std::size_t>(r * t.c_pad + ci)] =
+            data.x_value(offset + ci * g.x_stride[4]);
       }
     }
     const int64_t oc0 = at.col_block * t.tile_n();
@@ -211,7 +196,7 @@ void emulate(const EmuCase& ec) {
       for (int k = 0; k < k_real; ++k) {  // the kernel's per-k offsets within a row (oc 0)
         int64_t offset = 0;
         if (oc0 + n < g.o && small_c_weight(g, t, 0, k, offset)) {
-          bk[static_cast<std::size_t>(k)] = value(w, (oc0 + n) * g.w_stride[0] + offset);
+          bk[static_cast<std::size_t>(k)] = data.w_value((oc0 + n) * g.w_stride[0] + offset);
         }
       }
       for (int m = 0; m < t.tile_m(); ++m) {
@@ -234,19 +219,14 @@ void emulate(const EmuCase& ec) {
       }
     }
   }
-  gemmkit_test::expect_emulated_outputs(written, out, ref);
+  gemmkit_test::expect_emulated_outputs(written, out, data.ref);
 }
 
 std::vector<EmuCase> emulation_cases() {
   std::vector<EmuCase> v;
   const auto add = [&v](const std::string& name, std::vector<int64_t> xs, std::vector<int64_t> ws,
                         const std::function<void(EmuCase&)>& tweak = nullptr) {
-    EmuCase c;
-    c.name = name;
-    c.spec.x_shape = std::move(xs);
-    c.spec.w_shape = std::move(ws);
-    if (tweak) tweak(c);
-    v.push_back(c);
+    gemmkit_test::add_emu_case(v, name, std::move(xs), std::move(ws), tweak);
   };
   add("stem 7x7 stride 2 pad 3, c 3, bias", {2, 37, 30, 3}, {64, 7, 7, 3}, [](EmuCase& c) {
     c.spec.params.stride = {2};

@@ -75,6 +75,24 @@ inline bool outer_strides_multiple_of(const Tensor& t, int64_t v) {
   return true;
 }
 
+// Why an mma.sync kernel of 16-bit operands cannot take p's dtypes on a device of compute
+// capability sm_major.sm_minor ("" when it can): sm_80 or newer, bf16 / f16 x, the weight of x's
+// dtype, out of x's dtype or f32.
+inline std::string why_not_16bit_mma(const detail::ConvProblem& p, int sm_major, int sm_minor) {
+  if (sm_major < 8) {
+    return "needs sm_80 or newer (bf16 mma.sync), the device is sm_" + std::to_string(sm_major) +
+           std::to_string(sm_minor);
+  }
+  if (p.x.dtype != DType::bf16 && p.x.dtype != DType::f16) {
+    return std::string("x is ") + dtype_name(p.x.dtype) + " (the kernel takes bf16 / f16)";
+  }
+  if (p.weight.dtype != p.x.dtype) return "the weight's dtype differs from x's";
+  if (p.out.dtype != p.x.dtype && p.out.dtype != DType::f32) {
+    return "out's dtype is neither x's nor f32";
+  }
+  return "";
+}
+
 // Why the tensor-core small-o kernels cannot read x as 16-byte loads of 8 16-bit channels at
 // every pixel ("" when they can): 16-bit x with unit channel stride, c % 8 == 0, a 16-byte
 // aligned base and other strides multiples of 8 elements.

@@ -90,13 +90,8 @@ inline std::string why_not_implicit_wgmma(const detail::ConvProblem& p,
     return "built for sm_90a (TMA and wgmma), the device is sm_" + std::to_string(dev.sm_major) +
            std::to_string(dev.sm_minor);
   }
-  if (p.x.dtype != DType::bf16 && p.x.dtype != DType::f16) {
-    return std::string("x is ") + dtype_name(p.x.dtype) + " (the kernel takes bf16 / f16)";
-  }
-  if (p.weight.dtype != p.x.dtype) return "the weight's dtype differs from x's";
-  if (p.out.dtype != p.x.dtype && p.out.dtype != DType::f32) {
-    return "out's dtype is neither x's nor f32";
-  }
+  const std::string no_mma = why_not_16bit_mma(p, dev.sm_major, dev.sm_minor);
+  if (!no_mma.empty()) return no_mma;
   if (p.in_channels_per_group % 8 != 0) {
     return "c/groups (" + std::to_string(p.in_channels_per_group) +
            ") is not a multiple of 8 (TMA rows of 16 bytes)";

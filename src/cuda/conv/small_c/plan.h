@@ -42,17 +42,8 @@ inline void small_c_smem(SmallCPlan& t, int64_t out_bytes) {
 inline std::string why_not_small_c(const detail::ConvProblem& p, const DeviceDescription& dev,
                                    SmallCPlan& t) {
   t = SmallCPlan{};
-  if (dev.sm_major < 8) {
-    return "needs sm_80 or newer (bf16 mma.sync), the device is sm_" +
-           std::to_string(dev.sm_major) + std::to_string(dev.sm_minor);
-  }
-  if (p.x.dtype != DType::bf16 && p.x.dtype != DType::f16) {
-    return std::string("x is ") + dtype_name(p.x.dtype) + " (the kernel takes bf16 / f16)";
-  }
-  if (p.weight.dtype != p.x.dtype) return "the weight's dtype differs from x's";
-  if (p.out.dtype != p.x.dtype && p.out.dtype != DType::f32) {
-    return "out's dtype is neither x's nor f32";
-  }
+  const std::string no_mma = why_not_16bit_mma(p, dev.sm_major, dev.sm_minor);
+  if (!no_mma.empty()) return no_mma;
   if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
   if (p.in_channels > kSmallCMaxC) {
     return "c = " + std::to_string(p.in_channels) + " > " + std::to_string(kSmallCMaxC);
