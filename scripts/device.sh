@@ -5,7 +5,9 @@
 #
 # Usage: bash scripts/device.sh [--out DIR] [all|test|bench|STAGE...]
 #   all = build host gpu sanitize bench; test = build host gpu sanitize; bench = build bench;
-#   or name the stages (build, host, gpu, sanitize, python, bench). A stage is a function stage_NAME
+#   or name the stages (build, unpack, host, gpu, sanitize, python, bench). `unpack` replaces
+#   `build` where the CLI and the GPU tests were built elsewhere (scripts/pack.sh: copy
+#   build-packed.tar.xz along with the checkout); host and python need `build`. A stage is a function stage_NAME
 #   below: to add one, write the function and add its name to the lists of `all` (and `test`).
 # Needs (a machine without a package manager: scripts/prepare-device.sh fills .deps/ beforehand,
 # copy it along with the checkout):
@@ -70,6 +72,23 @@ stage_build() {
   note "build: status $status in $((SECONDS - start)) s"
   if [ $status -ne 0 ]; then tail -40 "$logs/build.log"; exit 1; fi
   grep -E "warning|spill" "$logs/build.log" | grep -v "0 bytes spill" | head -20 || true
+}
+
+# The binaries scripts/pack.sh built elsewhere, into $bin, in place of stage_build; the CUDA
+# toolkit's library folders go on LD_LIBRARY_PATH (cuBLASLt), and the CLI must start.
+stage_unpack() {
+  local start=$SECONDS archive=$root/build-packed.tar.xz toolkit
+  [ -f "$archive" ] || { note "unpack: no build-packed.tar.xz (run scripts/pack.sh where nvcc is)"; exit 1; }
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/gpu.txt"
+  mkdir -p "$bin" && tar -C "$bin" -xJf "$archive"
+  sed 's/^/packed: /' "$bin/packed.txt" | tee -a "$logs/gpu.txt"
+  toolkit=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+  export LD_LIBRARY_PATH=$toolkit/lib64:$toolkit/lib:${LD_LIBRARY_PATH:-}
+  if ! "$bin/gemmkit" info >"$logs/unpack.log" 2>&1; then
+    note "unpack: the packed CLI does not start here: $(tail -2 "$logs/unpack.log" | tr '\n' ' ')"
+    exit 1
+  fi
+  note "unpack: $(head -1 "$bin/packed.txt") in $((SECONDS - start)) s"
 }
 
 stage_host() {
@@ -173,7 +192,7 @@ stage_bench() {
 
 for stage in $stages; do
   if ! declare -F "stage_$stage" >/dev/null; then
-    note "unknown stage '$stage' (stages: build host gpu sanitize python bench)"
+    note "unknown stage '$stage' (stages: build unpack host gpu sanitize python bench)"
     exit 2
   fi
   "stage_$stage"
