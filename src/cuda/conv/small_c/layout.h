@@ -128,8 +128,9 @@ GEMMKIT_CONV_HD SmallCPixel small_c_pixel(const SmallCPlan& t, int r) {
   const int x = r - row * t.region_w;
   const int z = row / t.region_h;
   const int y = row - z * t.region_h;
-  SmallCPixel q;
-  q.packed = (z << 24) | (y << 12) | x;
+  SmallCPixel q;  // (unsigned: r past the region, which no load reads, may not fit 8 bits of z)
+  q.packed = static_cast<int>((static_cast<uint32_t>(z) << 24) | (static_cast<uint32_t>(y) << 12) |
+                              static_cast<uint32_t>(x));
   return q;
 }
 
