@@ -50,8 +50,13 @@ root=$PWD
 bin=build-device
 use_python_cudnn
 
-stage_build() {
+# The GPU, its driver and clocks into gpu.txt (first lines; the commit follows).
+record_gpu() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/gpu.txt"
+}
+
+stage_build() {
+  record_gpu
   # The commit, and whether the tree differs from it (files changed on top of it are listed).
   { git rev-parse HEAD && git status --porcelain --untracked-files=no | sed 's/^/changed: /'; } \
     2>/dev/null | tee -a "$logs/gpu.txt"
@@ -79,7 +84,7 @@ stage_build() {
 stage_unpack() {
   local start=$SECONDS archive=$root/build-packed.tar.xz toolkit
   [ -f "$archive" ] || { note "unpack: no build-packed.tar.xz (run scripts/pack.sh where nvcc is)"; exit 1; }
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$logs/gpu.txt"
+  record_gpu
   mkdir -p "$bin" && tar -C "$bin" -xJf "$archive"
   sed 's/^/packed: /' "$bin/packed.txt" | tee -a "$logs/gpu.txt"
   toolkit=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")

@@ -36,6 +36,14 @@ Spec vae_conv_in_spec() {  // sd-vae-encoder-conv-in of conv-models.csv
   return s;
 }
 
+Spec transposed_c3_spec() {  // input dilation: no small-c kernel
+  Spec s;
+  s.x_shape = {1, 9, 9, 3};
+  s.w_shape = {16, 4, 4, 3};
+  s.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1});
+  return s;
+}
+
 std::string why_not(const Spec& s) {
   SmallCPlan t;
   return why_not_small_c(make_problem(s), kH200, t);
@@ -52,11 +60,7 @@ TEST(ConvSmallC, Eligibility) {
   Spec grouped = gemmkit_test::padded_spec({1, 9, 9, 8}, {32, 3, 3, 4}, 1);
   grouped.params.groups = 2;
   EXPECT_EQ(why_not(grouped), "groups = 2 != 1");
-  Spec transposed;
-  transposed.x_shape = {1, 9, 9, 3};
-  transposed.w_shape = {16, 4, 4, 3};
-  transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1});
-  EXPECT_EQ(why_not(transposed), "input dilation");
+  EXPECT_EQ(why_not(transposed_c3_spec()), "input dilation");
   Spec long_k = gemmkit_test::padded_spec({1, 40, 40, 8}, {16, 9, 9, 8}, 4);  // 81 x 8 = 648
   EXPECT_EQ(why_not(long_k), "taps * c rounded up to even = 648 > 512");
   Spec far = gemmkit_test::padded_spec({1, 4000, 4000, 3}, {16, 3, 3, 3}, 0);
@@ -137,10 +141,7 @@ TEST(ConvSmallC, Selection) {
   const Spec c16 = gemmkit_test::padded_spec({2, 30, 30, 16}, {64, 3, 3, 16}, 1);
   EXPECT_NE(select_conv_config(make_problem(c16), kH200, automatic).path, ConvPath::small_c);
   // The implicit algo names both reasons where no kernel serves (c = 3 with input dilation).
-  Spec transposed;
-  transposed.x_shape = {1, 9, 9, 3};
-  transposed.w_shape = {16, 4, 4, 3};
-  transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1});
+  const Spec transposed = transposed_c3_spec();
   try {
     select_conv_config(make_problem(transposed), kH200, request_of("implicit", 0));
     ADD_FAILURE() << "algo 'implicit' served a c = 3 transposed convolution";

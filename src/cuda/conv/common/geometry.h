@@ -80,6 +80,11 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return a / b + (a % b != 0 ? 1 : 0);
 }
 
+// The smallest multiple of `multiple` >= value (value >= 0, multiple >= 1).
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return ceil_div(value, multiple) * multiple;
+}
+
 // ---- The normalized problem the kernels see -------------------------------------------------
 
 constexpr int kDims = 3;  // spatial dims after normalization

@@ -99,10 +99,6 @@ inline int64_t lt_workspace_for(int64_t budget) {
   return lt / kWorkspaceAlign * kWorkspaceAlign;
 }
 
-inline int64_t round_up(int64_t value, int64_t multiple) {
-  return ceil_div(value, multiple) * multiple;
-}
-
 // Chunking and workspace layout of a GEMM path: each output row needs `unfold_row_bytes` of
 // unfold (0 for gemm_1x1) and, with BiasMode::scratch, o * 4 bytes of fp32 scratch; the rest
 // of the budget after cuBLASLt's share, less alignment slack, bounds the rows of a chunk, as

@@ -196,12 +196,6 @@ GEMMKIT_CONV_HD bool small_c_weight(const ConvGeometry& g, const SmallCPlan& t, 
 //   A: reg 0 (row q, k pair k4), 1 (row q + 8, pair k4), 2 (row q, pair k4 + 4), 3 (row q + 8,
 //      pair k4 + 4) of the k16 step; D: element e at (row q + 8 (e / 2), column 2 k4 + e % 2).
 // Warp w owns tile rows (w / warps_n) * 32 .. + 31 and columns (w % warps_n) * 32 .. + 31.
-GEMMKIT_CONV_HD int small_c_warp_row(const SmallCPlan& t, int warp, int m16, int lane, int h) {
-  return (warp / t.warps_n) * kSmallCWarpM + m16 * 16 + h * 8 + (lane >> 2);
-}
-GEMMKIT_CONV_HD int small_c_warp_col(const SmallCPlan& t, int warp, int n8, int lane, int e) {
-  return (warp % t.warps_n) * kSmallCWarpN + n8 * 8 + 2 * (lane & 3) + (e & 1);
-}
 
 // Output element (tile position m, tile column n) of tile s: false outside out (M and N tails),
 // else its offset in out.

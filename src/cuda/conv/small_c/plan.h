@@ -15,23 +15,19 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-// Registers per thread the kernel is built for (its __launch_bounds__ allow up to 128; the plan
-// counts resident blocks at this figure).
-constexpr int64_t kSmallCRegisters = 128;
-
-inline int64_t round_up_16(int64_t bytes) {
-  return ceil_div(bytes, 16) * 16;
-}
+// Registers per thread the kernel is built for: what its __launch_bounds__ (kSmallCThreads,
+// kSmallCMinBlocks) leave each thread (128); the plan counts resident blocks at this figure.
+constexpr int64_t kSmallCRegisters = kRegistersPerSm / (kSmallCThreads * kSmallCMinBlocks);
 
 // The shared-memory parts of plan t (layout.h's SmallCPlan order) for an out element of
 // `out_bytes` bytes.
 inline void small_c_smem(SmallCPlan& t, int64_t out_bytes) {
-  t.region_bytes = round_up_16(int64_t{t.region_pixels()} * t.c_pad * 2);
+  t.region_bytes = round_up(int64_t{t.region_pixels()} * t.c_pad * 2, 16);
   t.b_bytes = int64_t{t.tile_n()} * t.b_words * 4;
   t.c_row_bytes = t.tile_n() * out_bytes + 16;
   t.c_bytes = t.tile_m() * t.c_row_bytes;
   t.table_bytes =
-      round_up_16((int64_t{t.tile_m()} + int64_t{t.k_steps} * 8 + int64_t{t.b_words} * 2) * 4);
+      round_up((int64_t{t.tile_m()} + int64_t{t.k_steps} * 8 + int64_t{t.b_words} * 2) * 4, 16);
   t.smem_bytes = t.region_bytes + t.b_bytes + t.c_bytes + t.table_bytes;
 }
 

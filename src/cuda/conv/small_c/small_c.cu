@@ -7,7 +7,6 @@
 #include <type_traits>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/device_context.h"
 #include "cuda/common/shared_memory.h"
 #include "cuda/conv/common/dispatch.cuh"
 #include "cuda/conv/small_c/launch.h"
@@ -22,9 +21,7 @@ void launch_typed(const ConvGeometry& g, const SmallCPlan& plan, const ConvPoint
                   cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = conv_small_c_kernel<T, TOut, kWarpsN, kPixelWords>;
-  int device = 0;
-  GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
-  allow_shared_memory(kernel, device_properties(device).shared_per_block_optin, smem_set);
+  allow_shared_memory(kernel, kAllSharedMemory, smem_set);
   kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kSmallCThreads,
            static_cast<size_t>(plan.smem_bytes), stream>>>(
       g, plan, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),

@@ -8,7 +8,6 @@
 #include <type_traits>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/common/device_context.h"
 #include "cuda/common/shared_memory.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/conv/common/dispatch.cuh"
@@ -26,9 +25,7 @@ void launch_typed(const ConvGeometry& g, const SmallOTapsTiling& t, const ConvPo
   // The limit is raised to the device's maximum, so that every plan's shared memory fits.
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = conv_small_o_taps_kernel<T, TOut, kNTiles>;
-  int device = 0;
-  GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
-  allow_shared_memory(kernel, device_properties(device).shared_per_block_optin, smem_set);
+  allow_shared_memory(kernel, kAllSharedMemory, smem_set);
   kernel<<<dim3(grid.x, 1, 1), kSmallOTapsThreads, static_cast<size_t>(smem_bytes), stream>>>(
       g, t, static_cast<const T*>(ptr.x), static_cast<const T*>(ptr.w),
       static_cast<const T*>(ptr.bias), static_cast<TOut*>(ptr.out));
@@ -41,9 +38,7 @@ void launch_tma_typed(const ConvGeometry& g, const SmallOTapsTiling& t, const Co
                       cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = conv_small_o_taps_tma_kernel<T, TOut>;
-  int device = 0;
-  GEMMKIT_CUDA_CHECK(cudaGetDevice(&device));
-  allow_shared_memory(kernel, device_properties(device).shared_per_block_optin, smem_set);
+  allow_shared_memory(kernel, kAllSharedMemory, smem_set);
   const SmallOTapsTmaMap m = small_o_taps_tma_map(g, t);
   const CUtensorMap x_map = tensor_map_16bit(ptr.x, 5, m.dims, m.byte_strides, m.box);
   kernel<<<dim3(static_cast<unsigned>(t.grid), 1, 1), kSmallOTapsTmaThreads,
