@@ -35,6 +35,7 @@ for row in "${rows[@]}"; do
   mobilenet-dw3x3s2-144) profile $row depthwise --n 8 --in 56x56 --c 144 --o 144 --kernel 3x3 --stride 2 --pad 1 --groups 144 --algo depthwise ;;
   vae-conv-out) profile $row small_o --n 1 --in 1024x1024 --c 128 --o 3 --kernel 3x3 --pad 1 --algo direct ;;
   resnet50-stem) profile $row small_c --n 8 --in 224x224 --c 3 --o 64 --kernel 7x7 --stride 2 --pad 3 --algo implicit ;;
+  resnext50-g32) profile $row small_c --n 8 --in 56x56 --c 256 --o 256 --kernel 3x3 --pad 1 --groups 32 --algo auto ;;
   vae-conv-in) profile $row small_c --n 1 --in 1024x1024 --c 3 --o 128 --kernel 3x3 --pad 1 --bias --algo implicit ;;
   *) echo "unknown row $row" ;;
   esac

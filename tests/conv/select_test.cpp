@@ -480,14 +480,16 @@ TEST(ConvSelect, AutoPicksThePathThatFits) {
     expect_within_limits(m);
   }
   {
-    Spec s;  // grouped (ResNeXt): one strided-batched GEMM over the 32 groups
+    Spec s;  // grouped (ResNeXt): auto takes the small-c kernel; algo 'gemm' one
+             // strided-batched GEMM over the 32 groups
     s.x_shape = {8, 56, 56, 256};
     s.w_shape = {256, 3, 3, 8};
     s.params.groups = 32;
     s.params.padding_lo = {1};
     s.params.padding_hi = {1};
     const ConvProblem p = make_problem(s);
-    const ConvConfig c = select_conv_config(p, kH200, request());
+    EXPECT_EQ(select_conv_config(p, kH200, request()).path, ConvPath::small_c);
+    const ConvConfig c = select_conv_config(p, kH200, request("gemm"));
     EXPECT_EQ(c.path, ConvPath::unfold_gemm);
     const GemmCall g = gemm_call(p, c, 0, c.chunk_rows);
     EXPECT_EQ(g.batch, 32);

@@ -44,6 +44,12 @@ Spec transposed_c3_spec() {  // input dilation: no small-c kernel
   return s;
 }
 
+Spec resnext_spec() {  // resnext50-g32-3x3 of conv-models.csv: c/groups = o/groups = 8
+  Spec s = gemmkit_test::padded_spec({8, 56, 56, 256}, {256, 3, 3, 8}, 1);
+  s.params.groups = 32;
+  return s;
+}
+
 std::string why_not(const Spec& s) {
   SmallCPlan t;
   return why_not_small_c(make_problem(s), kH200, t);
@@ -59,7 +65,21 @@ TEST(ConvSmallC, Eligibility) {
   EXPECT_EQ(why_not(wide), "c = 16 > 8");
   Spec grouped = gemmkit_test::padded_spec({1, 9, 9, 8}, {32, 3, 3, 4}, 1);
   grouped.params.groups = 2;
-  EXPECT_EQ(why_not(grouped), "groups = 2 != 1");
+  EXPECT_EQ(why_not(grouped), "groups = 2 with c/groups = 4 (grouped: c/groups must be 8)");
+  Spec odd_opg = gemmkit_test::padded_spec({1, 9, 9, 16}, {24, 3, 3, 8}, 1);
+  odd_opg.params.groups = 2;
+  EXPECT_EQ(why_not(odd_opg),
+            "groups = 2 with o/groups = 12 (grouped: o/groups must be 8, 16, 32, 64 or 128)");
+  Spec resnext = resnext_spec();
+  EXPECT_EQ(why_not(resnext), "");
+  Spec unaligned = resnext;
+  unaligned.x_shape.back() = 264;  // x channel stride 264: still 16-byte vectors ...
+  unaligned.w_shape[0] = 264;
+  unaligned.params.groups = 33;
+  EXPECT_EQ(why_not(unaligned), "");
+  ConvProblem misaligned = make_problem(resnext, fake(0x10000008));
+  SmallCPlan t;
+  EXPECT_EQ(why_not_small_c(misaligned, kH200, t), "grouped: x is not 16-byte aligned");
   EXPECT_EQ(why_not(transposed_c3_spec()), "input dilation");
   Spec long_k = gemmkit_test::padded_spec({1, 40, 40, 8}, {16, 9, 9, 8}, 4);  // 81 x 8 = 648
   EXPECT_EQ(why_not(long_k), "taps * c rounded up to even = 648 > 512");
@@ -102,6 +122,20 @@ TEST(ConvSmallC, PlansOfTheStems) {
   EXPECT_EQ(t.tile_w, 8);
   EXPECT_EQ(t.tiles, 128 * 128);
 
+  ASSERT_EQ(why_not_small_c(make_problem(resnext_spec()), kH200, t), "");
+  EXPECT_TRUE(t.grouped);
+  EXPECT_EQ(t.warps_n, 4);
+  EXPECT_EQ(t.groups_per_block, 16);  // 128 columns of 8 per group
+  EXPECT_EQ(t.pixel_stride, 16 * 4 + 4);
+  EXPECT_EQ(t.col_blocks, 2);
+  EXPECT_EQ(t.k_steps, 5);  // 72 of 80
+  EXPECT_EQ(t.tile_h * t.tile_w, 64);
+  EXPECT_EQ(small_c_group_word(t, 0), 0);
+  EXPECT_EQ(small_c_group_word(t, 15), 4);
+  EXPECT_EQ(small_c_group_word(t, 127), 15 * 4);
+  EXPECT_EQ(t.region_buffer_bytes, t.region_pixels() * 68 * 4);
+  EXPECT_EQ(t.region_bytes, 2 * t.region_buffer_bytes);  // two buffers with groups
+
   // o > 128: column blocks; o = 3 x 32 + 1: four warps along N.
   Spec wide_o = gemmkit_test::padded_spec({1, 20, 20, 3}, {300, 3, 3, 3}, 1);
   ASSERT_EQ(why_not_small_c(make_problem(wide_o), kH200, t), "");
@@ -120,7 +154,7 @@ TEST(ConvSmallC, PlansOfTheStems) {
 
 TEST(ConvSmallC, Selection) {
   const ConvRequest automatic = request_of("", kDefaultWorkspaceBytes);
-  for (const Spec& s : {stem_spec(), vae_conv_in_spec()}) {
+  for (const Spec& s : {stem_spec(), vae_conv_in_spec(), resnext_spec()}) {
     const ConvConfig c = select_conv_config(make_problem(s), kH200, automatic);
     EXPECT_EQ(c.path, ConvPath::small_c) << to_string(c);
     expect_within_limits(c);
@@ -135,8 +169,12 @@ TEST(ConvSmallC, Selection) {
   // K into 80 here against 128 there.
   const Spec c8 = gemmkit_test::padded_spec({2, 30, 30, 8}, {64, 3, 3, 8}, 1);
   EXPECT_EQ(select_conv_config(make_problem(c8), kH200, automatic).path, ConvPath::small_c);
-  EXPECT_TRUE(is_implicit_path(
-      select_conv_config(make_problem(c8), kH200, request_of("implicit", 0)).path));
+  // Algo 'implicit' takes the small-c kernel where auto would (ResNeXt's c/groups = 8 too: the
+  // mma.sync implicit GEMM serves it with 3% of its tiles' MMA work useful).
+  EXPECT_EQ(select_conv_config(make_problem(c8), kH200, request_of("implicit", 0)).path,
+            ConvPath::small_c);
+  EXPECT_EQ(select_conv_config(make_problem(resnext_spec()), kH200, request_of("implicit", 0)).path,
+            ConvPath::small_c);
   // c = 16 stays off the path.
   const Spec c16 = gemmkit_test::padded_spec({2, 30, 30, 16}, {64, 3, 3, 16}, 1);
   EXPECT_NE(select_conv_config(make_problem(c16), kH200, automatic).path, ConvPath::small_c);
@@ -179,19 +217,23 @@ void emulate(const EmuCase& ec) {
     EXPECT_EQ(k_pair[static_cast<std::size_t>(kp)] < 0, kp >= t.k_pairs);
   }
   std::map<int64_t, double> written;
-  const int region_elems = t.region_pixels() * t.c_pad;
+  const int region_elems = t.region_pixels() * t.pixel_stride * 2;
   for (int64_t tile = 0; tile < t.tiles; ++tile) {
     const SmallCTile at = small_c_tile(g, t, tile);
     std::vector<double> region(static_cast<std::size_t>(region_elems), 0.0);
     for (int r = 0; r < t.region_pixels(); ++r) {
       int64_t offset = 0;
       if (!small_c_region_pixel(g, t, at, r, offset)) continue;
-      for (int ci = 0; ci < g.c; ++ci) {
-        region[static_cast<std::size_t>(r * t.c_pad + ci)] =
-            data.x_value(offset + ci * g.x_stride[4]);
+      const int64_t group0 = small_c_block_group0(t, at.col_block);
+      for (int gi = 0; gi < t.groups_per_block; ++gi) {  // one group without groups
+        if (group0 + gi >= g.groups) break;
+        for (int ci = 0; ci < g.cpg; ++ci) {
+          region[static_cast<std::size_t>(r * t.pixel_stride * 2 + gi * t.c_pad + ci)] =
+              data.x_value(offset + ((group0 + gi) * g.cpg + ci) * g.x_stride[4]);
+        }
       }
     }
-    const int64_t oc0 = at.col_block * t.tile_n();
+    const int64_t oc0 = int64_t{at.col_block} * t.tile_n();
     for (int n = 0; n < t.tile_n(); ++n) {
       std::vector<double> bk(static_cast<std::size_t>(t.k_steps * 16), 0.0);
       for (int k = 0; k < k_real; ++k) {  // the kernel's per-k offsets within a row (oc 0)
@@ -207,7 +249,7 @@ void emulate(const EmuCase& ec) {
         for (int kp = 0; kp < t.k_steps * 8; ++kp) {
           const int off = k_pair[static_cast<std::size_t>(kp)];
           if (off < 0) continue;
-          const int word = row_base[static_cast<std::size_t>(m)] + off;
+          const int word = row_base[static_cast<std::size_t>(m)] + off + small_c_group_word(t, n);
           ASSERT_LT(2 * word + 1, region_elems);
           for (int e = 0; e < 2; ++e) {
             sum += region[static_cast<std::size_t>(2 * word + e)] *
@@ -267,6 +309,31 @@ std::vector<EmuCase> emulation_cases() {
   });
   add("c 2, out channels not innermost", {1, 6, 7, 2}, {33, 2, 2, 2}, [](EmuCase& c) {
     c.out_layout.order = {0, 3, 1, 2};
+  });
+  add("groups 4 of 8 -> 8, pad 1, bias", {2, 9, 10, 32}, {32, 3, 3, 8}, [](EmuCase& c) {
+    c.spec.params.groups = 4;
+    c.spec.params.padding_lo = {1};
+    c.spec.params.padding_hi = {1};
+    c.spec.bias = true;
+  });
+  add("groups 3 of 8 -> 8 (a column block's last group past o), stride 2", {1, 11, 9, 24},
+      {24, 3, 3, 8}, [](EmuCase& c) {
+        c.spec.params.groups = 3;
+        c.spec.params.stride = {2};
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {0};
+      });
+  add("groups 20 of 8 -> 16, flip, dilation 2 (column blocks)", {1, 10, 12, 160}, {320, 3, 3, 8},
+      [](EmuCase& c) {
+        c.spec.params.groups = 20;
+        c.spec.params.flip = true;
+        c.spec.params.kernel_dilation = {2};
+        c.spec.params.padding_lo = {2};
+        c.spec.params.padding_hi = {1};
+      });
+  add("groups 2 of 8 -> 64, strided out", {1, 7, 8, 16}, {128, 2, 3, 8}, [](EmuCase& c) {
+    c.spec.params.groups = 2;
+    c.out_layout.pad = {0, 1, 2, 8};
   });
   return v;
 }

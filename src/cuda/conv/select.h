@@ -139,8 +139,8 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
                                " useful against " + std::to_string(wgmma.tile_efficiency) + ")"
                          : reason + " (not the Hopper kernel: " + no_wgmma + ")");
   };
-  // The small-c kernel (K packed across taps) where c <= 8: auto takes it unless the mma.sync
-  // implicit GEMM wastes less of its tiles (c = 8 packs whole taps in both).
+  // The small-c kernel (K packed across taps) where c/groups <= 8: auto takes it unless the
+  // mma.sync implicit GEMM wastes less of its tiles (c = 8 packs whole taps in both).
   SmallCPlan small_c;
   const std::string no_small_c = why_not_small_c(p, dev, small_c);
   const bool take_small_c =
@@ -148,10 +148,11 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
       (!no_implicit.empty() || small_c.tile_efficiency >= implicit.tile_efficiency);
   std::string no_unfold_prefix;
   if (requested == ConvAlgo::implicit) {
-    if (!no_wgmma.empty() && !no_implicit.empty()) {
+    // The small-c kernel where auto would take it, or where neither implicit GEMM serves.
+    if (take_small_c || (!no_wgmma.empty() && !no_implicit.empty())) {
       if (no_small_c.empty()) {
         return small_c_config(small_c, algo,
-                              "algo 'implicit' requested, c <= 8: the small-c kernel");
+                              "algo 'implicit' requested, c/groups <= 8: the small-c kernel");
       }
       cannot(no_implicit + "; small-c kernel: " + no_small_c);
     }
@@ -175,7 +176,7 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
     }
     if (no_1x1.empty() && (gemm.chunk_rows >= kMinChunkRows || gemm.chunks == 1)) return gemm;
     if (take_small_c) {
-      return small_c_config(small_c, algo, "c <= 8: implicit GEMM with taps packed along K");
+      return small_c_config(small_c, algo, "c/groups <= 8: implicit GEMM with taps packed along K");
     }
     if (no_implicit.empty() && implicit.tile_efficiency >= kImplicitMinEfficiency) {
       return implicit_choice("implicit GEMM (no unfold)");

@@ -1,9 +1,10 @@
 // GPU tests of the small-c kernel (small_c/small_c.cuh): launched directly on a parameter matrix
-// (1-3 spatial dims, c = 1 .. 8, strides, kernel dilation, asymmetric and negative padding, flip,
-// bias, M and N tails, column blocks, strided views, out channels not innermost) on every dtype
-// pair, against the double reference and the CPU backend, outputs poisoned before each run,
-// run-to-run bits and the same bits on a grid of 3 blocks; batch invariance (a batch of 5 against
-// each image alone); the suites' stems through the dispatcher; and the sanitizer cases.
+// (1-3 spatial dims, c = 1 .. 8, groups of 8 channels, strides, kernel dilation, asymmetric and
+// negative padding, flip, bias, M and N tails, column blocks, strided views, out channels not
+// innermost) on every dtype pair, against the double reference and the CPU backend, outputs
+// poisoned before each run, run-to-run bits and the same bits on a grid of 3 blocks; batch
+// invariance (a batch of 5 against each image alone); the suites' stems through the dispatcher; and
+// the sanitizer cases.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -89,6 +90,26 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
+    Case c = padded("groups 4 of 8 -> 8, bias", {2, 13, 11, 32}, {32, 3, 3, 8}, 1, 1, true);
+    c.params.groups = 4;
+    v.push_back(c);
+  }
+  {
+    Case c = padded("groups 20 of 8 -> 16, flip, dilation 2, stride 2 (column blocks)",
+                    {1, 21, 18, 160}, {320, 3, 3, 8}, 2, 1, true);
+    c.params.groups = 20;
+    c.params.flip = true;
+    c.params.kernel_dilation = {2};
+    c.params.stride = {2};
+    v.push_back(c);
+  }
+  {
+    Case c = padded("groups 3 of 8 -> 32, strided out", {1, 9, 14, 24}, {96, 3, 3, 8}, 1, 1, false);
+    c.params.groups = 3;
+    c.out_layout.pad = {0, 1, 2, 8};
+    v.push_back(c);
+  }
+  {
     Case c =
         padded("c2 o48, out channels not innermost", {1, 9, 10, 2}, {48, 2, 2, 2}, 0, 0, false);
     c.out_layout.order = {0, 3, 1, 2};
@@ -171,8 +192,13 @@ TEST(GpuConvSmallC, DispatcherOnStems) {
   vae.params.padding_lo = {1};
   vae.params.padding_hi = {1};
   vae.bias = true;
+  ConvCase resnext = make_case("resnext50 3x3 groups 32 of 8 (n 2)", {2, 56, 56, 256},
+                               {256, 3, 3, 8}, {}, "cuda.conv.small_c");
+  resnext.params.groups = 32;
+  resnext.params.padding_lo = {1};
+  resnext.params.padding_hi = {1};
   uint64_t seed = 9600;
-  for (const ConvCase& c : {stem, vae}) {
+  for (const ConvCase& c : {stem, vae, resnext}) {
     conv_test::run_case(c, {DType::bf16, DType::bf16}, seed += 10);
   }
 }
@@ -185,8 +211,11 @@ TEST(GpuConvSmallCSanitize, Cases) {
   stem.params.stride = {2};
   Case wide = padded("sanitize column blocks", {1, 9, 11, 5}, {140, 3, 3, 5}, 1, 1, false);
   wide.out_layout.pad = {0, 0, 1, 3};
+  Case grouped = padded("sanitize groups", {1, 7, 9, 40}, {40, 3, 3, 8}, 1, 1, true);
+  grouped.params.groups = 5;
   run_direct_case(stem, {DType::bf16, DType::bf16}, 9700);
   run_direct_case(wide, {DType::f16, DType::f32}, 9710);
+  run_direct_case(grouped, {DType::bf16, DType::bf16}, 9720);
 }
 
 }  // namespace

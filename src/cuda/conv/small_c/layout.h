@@ -3,8 +3,9 @@
 // over RGB or a VAE encoder's conv_in (c = 3). Pure and header-only; GEMMKIT_CONV_HD functions
 // compile for the device too, and the host tests emulate the kernel through them.
 //
-// GEMM view (groups == 1): M = output positions, N = o, K = taps * c_pad with c_pad = c rounded up
-// to even, k = weight_tap * c_pad + ci (weight taps row-major; channels c .. c_pad - 1 are zeros),
+// GEMM view (per group; groups == 1 for c <= 8, or c/groups == 8): M = output positions, N =
+// o/groups, K = taps * c_pad with c_pad = c/groups rounded up to even, k = weight_tap * c_pad + ci
+// (weight taps row-major; channels c .. c_pad - 1 are zeros),
 //   A[m][k] = x at position m, the window tap that weight tap k / c_pad multiplies (flipped in
 //             every dim when flip), channel k % c_pad (zero on padding, cropped input or ci >= c),
 //   B[k][n] = weight[n][k / c_pad][k % c_pad] (zero for ci >= c),
@@ -59,19 +60,38 @@ struct SmallCPlan {
   int64_t grid = 1;                              // persistent blocks (tile b, b + grid, ...)
   int64_t blocks_per_sm = 1;
   bool vector_out = false;  // 16-byte stores of out (unit channel stride, aligned positions)
+  // Groups (groups > 1: c/groups == 8, o/groups a multiple of 8 dividing tile_n()): a column block
+  // holds groups_per_block whole groups, whose 8 input channels each a staged pixel holds side by
+  // side (16 bytes per group, copied by cp.async); an n8 tile's A fragments read its group's.
+  bool grouped = false;
+  int opg = 1;               // output channels per group
+  int groups_per_block = 1;  // tile_n() / opg (1 without groups)
+  int pixel_stride = 1;      // 32-bit words per staged pixel: c_pad / 2, or 4 per group + 4
   // Shared memory, in this order, each part a multiple of 16 bytes: the region (16-bit), the
   // weight block (tile_n() rows of b_words), the output tile (out's dtype, rows of
-  // c_row_bytes), the row bases, the k-pair offsets and the weight offsets of k within a row
-  // (2 b_words entries; int32).
+  // c_row_bytes), the row bases, the k-pair offsets, the weight offsets of k within a row
+  // (2 b_words entries) and, with groups, the region pixels' packed coordinates (int32).
   int64_t region_bytes = 0, b_bytes = 0, c_bytes = 0, c_row_bytes = 0, table_bytes = 0;
+  int64_t region_buffer_bytes = 0;  // one region (two buffers of it with groups)
   int64_t smem_bytes = 0;
   double tile_efficiency = 0;  // useful share of the tiles' MMA work (M, N, K tails)
 
   GEMMKIT_CONV_HD int tile_m() const { return kSmallCWarpM * (kSmallCWarps / warps_n); }
   GEMMKIT_CONV_HD int tile_n() const { return kSmallCWarpN * warps_n; }
   GEMMKIT_CONV_HD int region_pixels() const { return region_d * region_h * region_w; }
-  GEMMKIT_CONV_HD int pixel_words() const { return c_pad / 2; }
+  GEMMKIT_CONV_HD int pixel_words() const { return c_pad / 2; }  // of one group
 };
+
+// The first group whose channels column block `col_block` stages (0 without groups: every column
+// block reads the one group).
+GEMMKIT_CONV_HD int64_t small_c_block_group0(const SmallCPlan& t, int col_block) {
+  return t.grouped ? int64_t{col_block} * t.groups_per_block : 0;
+}
+
+// The region word of tile column n's group within a staged pixel (0 without groups).
+GEMMKIT_CONV_HD int small_c_group_word(const SmallCPlan& t, int n) {
+  return t.grouped ? n / t.opg * t.pixel_words() : 0;
+}
 
 // Region extent along a dim for `tile` outputs: (tile - 1) * stride + (kernel - 1) * dilation + 1.
 GEMMKIT_CONV_HD int64_t small_c_region_extent(const ConvGeometry& g, int d, int64_t tile) {
@@ -139,8 +159,13 @@ GEMMKIT_CONV_HD SmallCPixel small_c_pixel(const SmallCPlan& t, int r) {
 GEMMKIT_CONV_HD bool small_c_pixel_offset(const ConvGeometry& g, const SmallCTile& s,
                                           const SmallCPixel& q, int64_t& offset) {
   const int z = q.z(), y = q.y(), x = q.x();
-  const int iz = s.iz0 + z, ih = s.ih0 + y, iw = s.iw0 + x;
-  if (iz < 0 || iz >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) return false;
+  // (Unsigned: a coordinate below 0 compares as past the extent; extents < 2^30 by the plan.)
+  const uint32_t iz = static_cast<uint32_t>(s.iz0 + z), ih = static_cast<uint32_t>(s.ih0 + y),
+                 iw = static_cast<uint32_t>(s.iw0 + x);
+  if (iz >= static_cast<uint32_t>(g.in[0]) || ih >= static_cast<uint32_t>(g.in[1]) ||
+      iw >= static_cast<uint32_t>(g.in[2])) {
+    return false;
+  }
   offset = s.x_base + z * g.x_stride[1] + y * g.x_stride[2] + x * g.x_stride[3];
   return true;
 }
@@ -157,7 +182,7 @@ GEMMKIT_CONV_HD bool small_c_region_pixel(const ConvGeometry& g, const SmallCPla
 GEMMKIT_CONV_HD int small_c_row_base(const ConvGeometry& g, const SmallCPlan& t, int m) {
   const int ph = m / t.tile_w, pw = m - ph * t.tile_w;
   return (ph * static_cast<int>(g.stride[1]) * t.region_w + pw * static_cast<int>(g.stride[2])) *
-         t.pixel_words();
+         t.pixel_stride;
 }
 
 // The region word offset (from a row base) of k pair kp (k = 2 kp, 2 kp + 1: one tap, channels
@@ -174,15 +199,15 @@ GEMMKIT_CONV_HD int small_c_k_pair_offset(const ConvGeometry& g, const SmallCPla
   const int z = static_cast<int>(weight_tap(g, 0, w0) * g.kdil[0]);
   const int y = static_cast<int>(weight_tap(g, 1, w1) * g.kdil[1]);
   const int x = static_cast<int>(weight_tap(g, 2, w2) * g.kdil[2]);
-  return ((z * t.region_h + y) * t.region_w + x) * t.pixel_words() + ci / 2;
+  return ((z * t.region_h + y) * t.region_w + x) * t.pixel_stride + ci / 2;
 }
 
-// Weight element of staged row n (output channel oc) at k: false for channels ci >= c (zeros),
-// else its offset in the weight. k < taps * c_pad.
+// Weight element of staged row n (output channel oc) at k: false for channels ci >= c/groups
+// (zeros), else its offset in the weight. k < taps * c_pad.
 GEMMKIT_CONV_HD bool small_c_weight(const ConvGeometry& g, const SmallCPlan& t, int64_t oc, int k,
                                     int64_t& offset) {
   const int tap = k / t.c_pad, ci = k - tap * t.c_pad;
-  if (ci >= g.c) return false;
+  if (ci >= g.cpg) return false;
   const int k1 = static_cast<int>(g.kernel[1]), k2 = static_cast<int>(g.kernel[2]);
   const int w0 = tap / (k1 * k2);
   const int rest = tap - w0 * k1 * k2;

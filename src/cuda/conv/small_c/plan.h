@@ -1,6 +1,7 @@
-// Eligibility and plan of the small-c kernel (small_c.cuh: c <= 8 input channels, groups 1, K
-// packed across taps), and its ConvConfig (small_c_config). Pure and header-only (no CUDA header):
-// the host unit tests include it, also in builds without CUDA. Index math: layout.h.
+// Eligibility and plan of the small-c kernel (small_c.cuh: c <= 8 input channels with one group,
+// or groups of 8, K packed across taps), and its ConvConfig (small_c_config). Pure and
+// header-only (no CUDA header): the host unit tests include it, also in builds without CUDA.
+// Index math: layout.h.
 #pragma once
 
 #include <algorithm>
@@ -22,12 +23,17 @@ constexpr int64_t kSmallCRegisters = kRegistersPerSm / (kSmallCThreads * kSmallC
 // The shared-memory parts of plan t (layout.h's SmallCPlan order) for an out element of
 // `out_bytes` bytes.
 inline void small_c_smem(SmallCPlan& t, int64_t out_bytes) {
-  t.region_bytes = round_up(int64_t{t.region_pixels()} * t.c_pad * 2, 16);
+  // With groups two region buffers: the next tile's copies run during this tile's MMAs.
+  t.region_buffer_bytes = round_up(int64_t{t.region_pixels()} * t.pixel_stride * 4, 16);
+  t.region_bytes = t.region_buffer_bytes * (t.grouped ? 2 : 1);
   t.b_bytes = int64_t{t.tile_n()} * t.b_words * 4;
   t.c_row_bytes = t.tile_n() * out_bytes + 16;
   t.c_bytes = t.tile_m() * t.c_row_bytes;
-  t.table_bytes =
-      round_up((int64_t{t.tile_m()} + int64_t{t.k_steps} * 8 + int64_t{t.b_words} * 2) * 4, 16);
+  // (With groups also each region pixel's packed coordinates, for the cp.async copies.)
+  t.table_bytes = round_up((int64_t{t.tile_m()} + int64_t{t.k_steps} * 8 + int64_t{t.b_words} * 2 +
+                            (t.grouped ? int64_t{t.region_pixels()} : 0)) *
+                               4,
+                           16);
   t.smem_bytes = t.region_bytes + t.b_bytes + t.c_bytes + t.table_bytes;
 }
 
@@ -40,11 +46,23 @@ inline std::string why_not_small_c(const detail::ConvProblem& p, const DeviceDes
   t = SmallCPlan{};
   const std::string no_mma = why_not_16bit_mma(p, dev.sm_major, dev.sm_minor);
   if (!no_mma.empty()) return no_mma;
-  if (p.groups != 1) return "groups = " + std::to_string(p.groups) + " != 1";
-  if (p.in_channels > kSmallCMaxC) {
-    return "c = " + std::to_string(p.in_channels) + " > " + std::to_string(kSmallCMaxC);
-  }
   const ConvGeometry g = normalize(p);
+  t.grouped = g.groups > 1;
+  t.opg = static_cast<int>(std::min<int64_t>(g.opg, kMaxInt32));
+  if (t.grouped) {
+    if (g.cpg != kSmallCMaxC) {
+      return "groups = " + std::to_string(g.groups) + " with c/groups = " + std::to_string(g.cpg) +
+             " (grouped: c/groups must be 8)";
+    }
+    if (g.opg % 8 != 0 || g.opg > kSmallCWarpN * 4 || (kSmallCWarpN * 4) % g.opg != 0) {
+      return "groups = " + std::to_string(g.groups) + " with o/groups = " + std::to_string(g.opg) +
+             " (grouped: o/groups must be 8, 16, 32, 64 or 128)";
+    }
+    const std::string no_octets = why_not_x_channel_octets(p);
+    if (!no_octets.empty()) return "grouped: " + no_octets;
+  } else if (g.c > kSmallCMaxC) {
+    return "c = " + std::to_string(g.c) + " > " + std::to_string(kSmallCMaxC);
+  }
   for (int d = 0; d < kDims; ++d) {
     if (g.idil[d] != 1) return "input dilation";
   }
@@ -58,10 +76,10 @@ inline std::string why_not_small_c(const detail::ConvProblem& p, const DeviceDes
       }
     }
   }
-  int64_t weight_span = (g.c - 1) * g.w_stride[4];
+  int64_t weight_span = (g.cpg - 1) * g.w_stride[4];
   for (int d = 0; d < kDims; ++d) weight_span += (g.kernel[d] - 1) * g.w_stride[1 + d];
   if (weight_span >= kMaxInt32) return "a weight row spans 2^31 elements or more";
-  t.c_pad = static_cast<int>(g.c + (g.c & 1));
+  t.c_pad = static_cast<int>(g.cpg + (g.cpg & 1));
   const int64_t k = g.kernel_positions() * t.c_pad;
   if (k > int64_t{kSmallCMaxKSteps} * 16) {
     return "taps * c rounded up to even = " + std::to_string(k) + " > " +
@@ -73,7 +91,12 @@ inline std::string why_not_small_c(const detail::ConvProblem& p, const DeviceDes
   t.b_words = 8 * t.k_steps + 4;
   t.warps_n = static_cast<int>(std::min<int64_t>(4, ceil_div(g.o, kSmallCWarpN)));
   t.warps_n = t.warps_n == 3 ? 4 : t.warps_n;
+  if (t.grouped) t.warps_n = std::max(t.warps_n, static_cast<int>(g.opg / kSmallCWarpN));
   t.col_blocks = ceil_div(g.o, t.tile_n());
+  // A staged pixel: c_pad channels, or the column block's groups' 8 channels each plus 4 words,
+  // so that the 8 rows of an A-fragment load fall in different banks.
+  t.groups_per_block = t.grouped ? t.tile_n() / t.opg : 1;
+  t.pixel_stride = t.grouped ? t.groups_per_block * t.pixel_words() + 4 : t.pixel_words();
   const int64_t region_d = small_c_region_extent(g, 0, 1);
   if (region_d >= kSmallCMaxRegionDepth) {
     return "the kernel spans " + std::to_string(region_d) + " input planes along dim 0 (at most " +
@@ -122,7 +145,7 @@ inline std::string why_not_small_c(const detail::ConvProblem& p, const DeviceDes
   const double positions = static_cast<double>(g.positions());
   t.tile_efficiency = positions / static_cast<double>(t.spatial_tiles * t.tile_m()) *
                       static_cast<double>(g.o) / static_cast<double>(t.col_blocks * t.tile_n()) *
-                      static_cast<double>(g.kernel_positions() * g.c) /
+                      static_cast<double>(g.kernel_positions() * g.cpg) /
                       static_cast<double>(int64_t{t.k_steps} * 16);
   t.active = true;
   return "";
@@ -133,6 +156,7 @@ inline std::string to_string(const SmallCPlan& t) {
          std::to_string(t.tile_n()) + " region=" + std::to_string(t.region_d) + "x" +
          std::to_string(t.region_h) + "x" + std::to_string(t.region_w) +
          " c_pad=" + std::to_string(t.c_pad) + " k_steps=" + std::to_string(t.k_steps) +
+         (t.grouped ? " groups_per_block=" + std::to_string(t.groups_per_block) : std::string()) +
          " tiles=" + std::to_string(t.tiles) + " (" + std::to_string(t.col_blocks) +
          " column blocks) grid=" + std::to_string(t.grid) +
          " blocks_per_sm=" + std::to_string(t.blocks_per_sm) +

@@ -1,6 +1,6 @@
 // Launcher of the small-c kernel (small_c.cuh): picks the instantiation (x dtype, out dtype, warps
-// along N, pixel words held: c_pad <= 4 or <= 8), opts the kernel in to the device's shared memory
-// once per device and launches the plan's persistent grid.
+// along N, pixel words held: c_pad <= 4 or <= 8; groups), opts the kernel in to the device's shared
+// memory once per device and launches the plan's persistent grid.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -16,11 +16,11 @@ namespace gemmkit::cuda::conv_impl {
 
 namespace {
 
-template <typename T, typename TOut, int kWarpsN, int kPixelWords>
+template <typename T, typename TOut, int kWarpsN, int kPixelWords, bool kGrouped>
 void launch_typed(const ConvGeometry& g, const SmallCPlan& plan, const ConvPointers& ptr,
                   cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = conv_small_c_kernel<T, TOut, kWarpsN, kPixelWords>;
+  const auto kernel = conv_small_c_kernel<T, TOut, kWarpsN, kPixelWords, kGrouped>;
   allow_shared_memory(kernel, kAllSharedMemory, smem_set);
   kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kSmallCThreads,
            static_cast<size_t>(plan.smem_bytes), stream>>>(
@@ -30,15 +30,15 @@ void launch_typed(const ConvGeometry& g, const SmallCPlan& plan, const ConvPoint
 }
 
 // The instantiation of the plan's warps along N.
-template <typename T, typename TOut, int kPixelWords>
+template <typename T, typename TOut, int kPixelWords, bool kGrouped>
 void launch_warps(const ConvGeometry& g, const SmallCPlan& plan, const ConvPointers& ptr,
                   cudaStream_t stream) {
   if (plan.warps_n == 1) {
-    launch_typed<T, TOut, 1, kPixelWords>(g, plan, ptr, stream);
+    launch_typed<T, TOut, 1, kPixelWords, kGrouped>(g, plan, ptr, stream);
   } else if (plan.warps_n == 2) {
-    launch_typed<T, TOut, 2, kPixelWords>(g, plan, ptr, stream);
+    launch_typed<T, TOut, 2, kPixelWords, kGrouped>(g, plan, ptr, stream);
   } else {
-    launch_typed<T, TOut, 4, kPixelWords>(g, plan, ptr, stream);
+    launch_typed<T, TOut, 4, kPixelWords, kGrouped>(g, plan, ptr, stream);
   }
 }
 
@@ -56,10 +56,12 @@ void launch_conv_small_c(const ConvGeometry& g, const SmallCPlan& plan, DType x_
     using TOut = typename decltype(out_tag)::type;
     if constexpr (std::is_same_v<T, float>) {
       throw Error("gemmkit::conv: internal error: small-c kernel with f32 x");
+    } else if (plan.grouped) {
+      launch_warps<T, TOut, 2, true>(g, plan, ptr, stream);  // (no held pixels)
     } else if (plan.pixel_words() <= 2) {
-      launch_warps<T, TOut, 2>(g, plan, ptr, stream);
+      launch_warps<T, TOut, 2, false>(g, plan, ptr, stream);
     } else {
-      launch_warps<T, TOut, 4>(g, plan, ptr, stream);
+      launch_warps<T, TOut, 4, false>(g, plan, ptr, stream);
     }
   });
 }

@@ -1,5 +1,6 @@
-// Small-c convolution (the "small-c kernel"): few input channels (c <= 8, groups 1) from 16-bit x,
-// e.g. ResNet's 7x7 / stride-2 stem or a VAE encoder's conv_in over RGB (c = 3).
+// Small-c convolution (the "small-c kernel"): few input channels per group from 16-bit x — c <= 8
+// with one group, e.g. ResNet's 7x7 / stride-2 stem or a VAE encoder's conv_in over RGB (c = 3),
+// or groups of 8 channels, e.g. ResNeXt's 3x3 with 32 groups of 8 -> 8.
 //
 // What it computes. The implicit GEMM of small_c/layout.h with K packed across taps: k = weight
 // tap * c_pad + channel (c_pad = c rounded up to even), so a 3-channel 7x7 stem reduces over 196
@@ -10,7 +11,8 @@
 // on K, never on the tile, the grid or the batch.
 //
 // Contract (why_not_small_c, plan.h): bf16 / f16 x and weight, out in x's type or f32, bias in x's
-// type; groups 1, c <= 8, no input dilation; any stride, kernel dilation, padding (asymmetric,
+// type; groups 1 and c <= 8, or c/groups == 8 with o/groups in {8, .., 128} dividing tile_n() and
+// x in 16-byte channel octets; no input dilation; any stride, kernel dilation, padding (asymmetric,
 // negative), flip, 1-3 spatial dims; x, weight, out and bias with any strides (x and the weight
 // are read element by element; out by 16-byte stores where plan.vector_out says so); 64-bit tile
 // indices and offsets. blockDim = kSmallCThreads, gridDim.x = plan.grid (block b takes tiles b,
@@ -26,9 +28,13 @@
 // ldmatrix.x4 and issues 8 MMAs. The epilogue adds the bias, rounds into a staging tile in shared
 // memory and writes each position's channels as 16-byte stores (contiguous rows of out).
 //
+// With groups, the region holds the column block's groups side by side (16 bytes each, copied by
+// cp.async into one of two buffers during the previous tile) and each n8 tile's A fragments read
+// its own group's words.
+//
 // When it wins: the channel counts no 16-byte-vector GEMM takes (c = 3), where an unfold or a
-// GEMM over whole channel blocks per tap spends most of its K on zeros; the kernel is bound by
-// its output stores (a stem's output is 21x its input).
+// GEMM over whole channel blocks per tap spends most of its K on zeros, and groups too narrow
+// for a GEMM's channel block (8 of 64); the kernel is bound by the instructions of each tile.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +46,7 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-template <typename T, typename TOut, int kWarpsN, int kPixelWords>
+template <typename T, typename TOut, int kWarpsN, int kPixelWords, bool kGrouped>
 __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
     conv_small_c_kernel(const ConvGeometry g, const SmallCPlan t, const T* __restrict__ x,
                         const T* __restrict__ w, const T* __restrict__ bias,
@@ -61,12 +67,13 @@ __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
   int* row_base_s = reinterpret_cast<int*>(c_s + t.c_bytes);
   int* k_pair_s = row_base_s + kTileM;
   int* w_k_s = k_pair_s + t.k_steps * 8;  // weight offset of k within a row, -1 for zeros
+  int* pixel_s = w_k_s + 2 * t.b_words;   // with groups: SmallCPixel of each region pixel
   if (static_cast<int64_t>(blockIdx.x) >= t.tiles) return;  // uniform: never with plan's grid
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int warp_m = (warp / kWarpsN) * kSmallCWarpM, warp_n = (warp % kWarpsN) * kSmallCWarpN;
-  const int c = static_cast<int>(g.c), pixel_words = t.pixel_words();
+  const int c = static_cast<int>(g.c), pixel_stride = t.pixel_stride;
   const int k_real = t.taps * t.c_pad;  // k < k_real holds data (channels past c read zeros)
   const uint16_t* x_bits = reinterpret_cast<const uint16_t*>(x);
 
@@ -79,6 +86,11 @@ __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
   for (int k = tid; k < 2 * t.b_words; k += kSmallCThreads) {
     int64_t offset = 0;
     w_k_s[k] = k < k_real && small_c_weight(g, t, 0, k, offset) ? static_cast<int>(offset) : -1;
+  }
+  if constexpr (kGrouped) {
+    for (int r = tid; r < t.region_pixels(); r += kSmallCThreads) {
+      pixel_s[r] = small_c_pixel(t, r).packed;
+    }
   }
   __syncthreads();
   int row_base[2][2];
@@ -128,17 +140,53 @@ __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
   const auto store_pixel = [&](int r, const uint32_t(&words)[kPixelWords]) {
 #pragma unroll
     for (int j = 0; j < kPixelWords; ++j) {
-      if (j < pixel_words) region[r * pixel_words + j] = words[j];
+      if (j < pixel_stride) region[r * pixel_stride + j] = words[j];
     }
   };
   const auto load_held = [&](const SmallCTile& at) {
+    if constexpr (!kGrouped) {  // grouped regions are copied by cp.async instead
 #pragma unroll
-    for (int i = 0; i < kSmallCHeldRounds; ++i) {
-      load_pixel(at, held_pixel[i], tid + i * kSmallCThreads < t.region_pixels(), held[i]);
+      for (int i = 0; i < kSmallCHeldRounds; ++i) {
+        load_pixel(at, held_pixel[i], tid + i * kSmallCThreads < t.region_pixels(), held[i]);
+      }
     }
   };
+  // With groups: the region of tile `at` into buffer `b`, each pixel's 16 bytes per group of the
+  // column block by cp.async (zeros outside x and past the last group), one commit group. A thread
+  // copies one group (groups_per_block, a power of two <= 16, divides the block) of pixels
+  // copy_pixel0, + copy_pixel_step, ..., their coordinates from pixel_s.
+  const int region_buffer_words = static_cast<int>(t.region_buffer_bytes / 4);
+  const int copy_group = tid % t.groups_per_block;
+  const int copy_pixel0 = tid / t.groups_per_block;
+  const int copy_pixel_step = kSmallCThreads / t.groups_per_block;
+  const auto copy_region = [&](const SmallCTile& at, int b) {
+    const int64_t group = small_c_block_group0(t, at.col_block) + copy_group;
+    const bool real_group = group < g.groups;
+    const T* x_group = x + group * kSmallCMaxC;
+    uint32_t address = ptx::smem_address(region + b * region_buffer_words) +
+                       static_cast<uint32_t>((copy_pixel0 * pixel_stride + copy_group * 4) * 4);
+    const uint32_t address_step = static_cast<uint32_t>(copy_pixel_step * pixel_stride * 4);
+    for (int r = copy_pixel0; r < t.region_pixels(); r += copy_pixel_step) {
+      SmallCPixel q;
+      q.packed = pixel_s[r];
+      int64_t offset = 0;
+      const bool real = real_group && small_c_pixel_offset(g, at, q, offset);
+      ptx::cp_async_cg16(address, real ? x_group + offset : x, real ? 16u : 0u);
+      address += address_step;
+    }
+    ptx::cp_async_commit();
+  };
   SmallCTile next = small_c_tile(g, t, blockIdx.x);
-  load_held(next);
+  if constexpr (kGrouped) {
+    copy_region(next, 0);
+  } else {
+    load_held(next);
+  }
+  int buffer = 0;  // the region buffer of the current tile (always 0 without groups)
+  // With groups, the A fragments of n8 tile j read its group's channels: this word further on.
+  int group_word[4];
+#pragma unroll
+  for (int n8 = 0; n8 < 4; ++n8) group_word[n8] = small_c_group_word(t, warp_n + n8 * 8);
 
   int64_t staged_block = -1;
   float bias_r[4][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}, {0.0f, 0.0f}, {0.0f, 0.0f}};
@@ -181,23 +229,34 @@ __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
         }
       }
     }
-    // The region: the held pixels, then any past them (loaded now).
+    if constexpr (kGrouped) {
+      // This tile's copies (issued during the previous tile, or just before the loop) complete;
+      // the barrier below publishes them.
+      ptx::cp_async_wait<0>();
+    } else {
+      // The region: the held pixels, then any past them (loaded now).
 #pragma unroll
-    for (int i = 0; i < kSmallCHeldRounds; ++i) {
-      const int r = tid + i * kSmallCThreads;
-      if (r < t.region_pixels()) store_pixel(r, held[i]);
-    }
-    for (int r = tid + kSmallCHeldRounds * kSmallCThreads; r < t.region_pixels();
-         r += kSmallCThreads) {
-      uint32_t words[kPixelWords];
-      load_pixel(s, small_c_pixel(t, r), true, words);
-      store_pixel(r, words);
+      for (int i = 0; i < kSmallCHeldRounds; ++i) {
+        const int r = tid + i * kSmallCThreads;
+        if (r < t.region_pixels()) store_pixel(r, held[i]);
+      }
+      for (int r = tid + kSmallCHeldRounds * kSmallCThreads; r < t.region_pixels();
+           r += kSmallCThreads) {
+        uint32_t words[kPixelWords];
+        load_pixel(s, small_c_pixel(t, r), true, words);
+        store_pixel(r, words);
+      }
     }
     __syncthreads();  // region (and a new weight block) complete
     if (tile + gridDim.x < t.tiles) {
       next = small_c_tile(g, t, tile + gridDim.x);
-      load_held(next);
+      if constexpr (kGrouped) {
+        copy_region(next, buffer ^ 1);  // every thread is past the MMAs that read it last
+      } else {
+        load_held(next);
+      }
     }
+    const uint32_t* region_now = region + buffer * region_buffer_words;
 
     float acc[2][4][4];
 #pragma unroll
@@ -211,22 +270,29 @@ __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
     for (int step = 0; step < t.k_steps; ++step) {
       const int pair_lo = k_pair_s[step * 8 + (lane & 3)];
       const int pair_hi = k_pair_s[step * 8 + (lane & 3) + 4];
+      // A fragments of the n8 tiles' group (all one group without groups), at word offset gw.
       uint32_t a[2][4];
+      const auto gather = [&](int gw) {
 #pragma unroll
-      for (int m16 = 0; m16 < 2; ++m16) {
-        a[m16][0] = pair_lo >= 0 ? region[row_base[m16][0] + pair_lo] : 0u;
-        a[m16][1] = pair_lo >= 0 ? region[row_base[m16][1] + pair_lo] : 0u;
-        a[m16][2] = pair_hi >= 0 ? region[row_base[m16][0] + pair_hi] : 0u;
-        a[m16][3] = pair_hi >= 0 ? region[row_base[m16][1] + pair_hi] : 0u;
-      }
+        for (int m16 = 0; m16 < 2; ++m16) {
+          a[m16][0] = pair_lo >= 0 ? region_now[row_base[m16][0] + pair_lo + gw] : 0u;
+          a[m16][1] = pair_lo >= 0 ? region_now[row_base[m16][1] + pair_lo + gw] : 0u;
+          a[m16][2] = pair_hi >= 0 ? region_now[row_base[m16][0] + pair_hi + gw] : 0u;
+          a[m16][3] = pair_hi >= 0 ? region_now[row_base[m16][1] + pair_hi + gw] : 0u;
+        }
+      };
+      if constexpr (!kGrouped) gather(0);
 #pragma unroll
       for (int pair = 0; pair < 2; ++pair) {
         uint32_t b[4];
         ptx::ldmatrix_x4(b, b_lane + static_cast<uint32_t>((pair * 16 * t.b_words + step * 8) * 4));
 #pragma unroll
-        for (int m16 = 0; m16 < 2; ++m16) {
-          ptx::mma_m16n8k16<T>(acc[m16][2 * pair], a[m16], b[0], b[1]);
-          ptx::mma_m16n8k16<T>(acc[m16][2 * pair + 1], a[m16], b[2], b[3]);
+        for (int half = 0; half < 2; ++half) {
+          if constexpr (kGrouped) gather(group_word[2 * pair + half]);
+#pragma unroll
+          for (int m16 = 0; m16 < 2; ++m16) {
+            ptx::mma_m16n8k16<T>(acc[m16][2 * pair + half], a[m16], b[2 * half], b[2 * half + 1]);
+          }
         }
       }
     }
@@ -292,6 +358,7 @@ __global__ void __launch_bounds__(kSmallCThreads, kSmallCMinBlocks)
                                                      n * static_cast<int>(sizeof(TOut)));
       }
     }
+    if constexpr (kGrouped) buffer ^= 1;
   }
 }
 
