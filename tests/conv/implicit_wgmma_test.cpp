@@ -73,7 +73,8 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   EXPECT_EQ(t.k_blocks, t.taps * t.c_blocks);
   EXPECT_GE(int64_t{t.c_blocks} * kWgmmaConvBlockK, t.cpg);
   EXPECT_GE(t.grid, 1);
-  EXPECT_LE(t.grid, t.tiles);
+  // (A transposed convolution's grid covers the tiles of all its phases.)
+  EXPECT_LE(t.grid, implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, t)));
   EXPECT_LE(t.grid, kH200.multiprocessors);
   EXPECT_GT(t.efficiency, 0.0);
   EXPECT_LE(t.efficiency, 1.0);
@@ -310,7 +311,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
   const auto* w_base = static_cast<const unsigned char*>(p.weight.data);
 
   std::map<int64_t, double> written;  // out storage index -> value
-  // One launch per stride phase, as the launcher runs them.
+  // One phase plan's work items.
   const auto run_plan = [&](const ImplicitWgmmaPlan& t) {
     const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t);
     *tma_stores += t.tma_store ? 1 : 0;
@@ -409,16 +410,44 @@ void emulate(const EmuCase& ec, int* tma_stores) {
       }
     }
   };
-  int32_t phase[kDims];
-  for (phase[0] = 0; phase[0] < base.phases[0]; ++phase[0]) {
-    for (phase[1] = 0; phase[1] < base.phases[1]; ++phase[1]) {
-      for (phase[2] = 0; phase[2] < base.phases[2]; ++phase[2]) {
-        const ImplicitWgmmaPlan t = implicit_wgmma_phase_count(base) == 1
-                                        ? base
-                                        : implicit_wgmma_phase_plan(p, base, phase);
-        run_plan(t);
-      }
+  // The launches as the launcher makes them: groups of up to kWgmmaConvMaxMergedPhases stride
+  // phases of one epilogue sharing a grid, whose launch items map onto each phase's items once
+  // and in order; every phase with outputs in exactly one group.
+  const std::vector<ImplicitWgmmaPlan> phases = implicit_wgmma_phase_plans(p, base);
+  std::vector<int> launched(phases.size(), 0);
+  for (const WgmmaConvLaunchGroup& group : implicit_wgmma_launch_groups(phases, base)) {
+    const int plans = group.end - group.begin;
+    ASSERT_GE(plans, 1);
+    ASSERT_LE(plans, kWgmmaConvMaxMergedPhases);
+    ASSERT_GE(group.grid, 1);
+    ASSERT_LE(group.grid, std::min(group.items, base.grid));
+    int64_t item_end[kWgmmaConvMaxMergedPhases] = {};
+    int64_t total = 0;
+    for (int j = 0; j < plans; ++j) {
+      const ImplicitWgmmaPlan& t = phases[static_cast<std::size_t>(group.begin + j)];
+      ASSERT_GT(t.tiles, 0);
+      ASSERT_EQ(t.tma_store, phases[static_cast<std::size_t>(group.begin)].tma_store);
+      ASSERT_EQ(t.block_n, base.block_n);
+      total += t.tiles;
+      item_end[j] = total;
     }
+    ASSERT_EQ(total, group.items);
+    std::vector<int64_t> next(static_cast<std::size_t>(plans), 0);
+    for (int64_t item = 0; item < group.items; ++item) {
+      const WgmmaConvLaunchItem at = implicit_wgmma_launch_item(item_end, plans, item);
+      ASSERT_GE(at.plan, 0);
+      ASSERT_LT(at.plan, plans);
+      ASSERT_EQ(at.item, next[static_cast<std::size_t>(at.plan)]++);
+    }
+    for (int j = 0; j < plans; ++j) {
+      const std::size_t i = static_cast<std::size_t>(group.begin + j);
+      ASSERT_EQ(next[static_cast<std::size_t>(j)], phases[i].tiles);
+      ++launched[i];
+      run_plan(phases[i]);
+    }
+  }
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    EXPECT_EQ(launched[i], phases[i].tiles > 0 ? 1 : 0) << "phase " << i;
   }
   gemmkit_test::expect_emulated_outputs(written, out, ref);
 }
@@ -623,6 +652,59 @@ TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
     EXPECT_NE(std::string(e.what()).find("GEMMKIT_CONV_IMPLICIT"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("auto, wgmma, mma"), std::string::npos) << e.what();
   }
+}
+
+// A transposed convolution's stride phases share persistent grids: conv-models'
+// convtranspose2d-k4s2-256 (4 phases of 64 tiles of 256 positions) in one launch on the whole
+// machine, where alone each phase would fill under half of it; a 3-D one (8 phases) in two.
+TEST(ConvImplicitWgmma, StridePhasesShareTheGrid) {
+  Spec t2 = conv_spec({1, 128, 128, 256}, {128, 4, 4, 256});
+  t2.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+  const ConvProblem p2 = make_problem(t2);
+  const ImplicitWgmmaPlan base = implicit_wgmma_plan(p2, kH200, kDefaultWorkspaceBytes);
+  EXPECT_EQ(implicit_wgmma_phase_count(base), 4);
+  EXPECT_EQ(base.block_n, 256);  // 256 tiles in 2 waves beat 512 of 128 positions in 4
+  EXPECT_EQ(base.tiles, 64);
+  EXPECT_EQ(base.grid, kH200.multiprocessors);
+  const std::vector<ImplicitWgmmaPlan> phases = implicit_wgmma_phase_plans(p2, base);
+  ASSERT_EQ(phases.size(), 4u);
+  EXPECT_EQ(implicit_wgmma_total_tiles(phases), 256);
+  const std::vector<WgmmaConvLaunchGroup> groups = implicit_wgmma_launch_groups(phases, base);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].begin, 0);
+  EXPECT_EQ(groups[0].end, 4);
+  EXPECT_EQ(groups[0].items, 256);
+  EXPECT_EQ(groups[0].grid, kH200.multiprocessors);
+  // A caller's smaller grid holds for every launch; the ping-pong schedule launches each phase.
+  ImplicitWgmmaPlan capped = base;
+  capped.grid = 3;
+  for (const WgmmaConvLaunchGroup& g : implicit_wgmma_launch_groups(phases, capped)) {
+    EXPECT_EQ(g.grid, 3);
+  }
+  ImplicitWgmmaPlan pingpong = base;
+  pingpong.pingpong = true;
+  EXPECT_EQ(implicit_wgmma_launch_groups(phases, pingpong).size(), 4u);
+
+  Spec t3 = conv_spec({1, 4, 6, 6, 64}, {64, 2, 2, 2, 64});
+  t3.params = conv_transpose_params({2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1);
+  const ConvProblem p3 = make_problem(t3);
+  const ImplicitWgmmaPlan base3 = implicit_wgmma_plan(p3, kH200, kDefaultWorkspaceBytes);
+  const std::vector<ImplicitWgmmaPlan> phases3 = implicit_wgmma_phase_plans(p3, base3);
+  ASSERT_EQ(phases3.size(), 8u);
+  const std::vector<WgmmaConvLaunchGroup> groups3 = implicit_wgmma_launch_groups(phases3, base3);
+  ASSERT_EQ(groups3.size(), 2u);
+  EXPECT_EQ(groups3[0].end, 4);
+  EXPECT_EQ(groups3[1].begin, 4);
+  EXPECT_EQ(groups3[1].end, 8);
+
+  // Launch items onto plans: running totals 3, 3 (a phase without tiles), 7.
+  const int64_t item_end[kWgmmaConvMaxMergedPhases] = {3, 3, 7, 0};
+  EXPECT_EQ(implicit_wgmma_launch_item(item_end, 3, 0).plan, 0);
+  EXPECT_EQ(implicit_wgmma_launch_item(item_end, 3, 2).item, 2);
+  EXPECT_EQ(implicit_wgmma_launch_item(item_end, 3, 3).plan, 2);
+  EXPECT_EQ(implicit_wgmma_launch_item(item_end, 3, 3).item, 0);
+  EXPECT_EQ(implicit_wgmma_launch_item(item_end, 3, 6).item, 3);
+  EXPECT_EQ(implicit_wgmma_launch_item(item_end, 1, 5).item, 5);  // one plan: the item itself
 }
 
 }  // namespace

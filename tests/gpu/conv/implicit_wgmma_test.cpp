@@ -187,6 +187,13 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
+    // 8 stride phases: two launches of 4 phases sharing each grid.
+    Case c = conv_spec("transposed 3-D k2 s2 (8 phases) bias", {1, 4, 6, 5, 64}, {48, 2, 2, 2, 64});
+    c.params = conv_transpose_params({2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1);
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
     Case c = conv_spec("dilated 3x3 d2 c128 o128 bias", {1, 20, 20, 128}, {128, 3, 3, 128});
     c.params.padding_lo = {2};
     c.params.padding_hi = {2};
@@ -273,7 +280,7 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
   const std::vector<Case> cases = matrix();
   uint64_t seed = 9500;
   for (const std::size_t i : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6},
-                              std::size_t{12}, cases.size() - 2}) {
+                              std::size_t{12}, std::size_t{15}, cases.size() - 2}) {
     const Case& c = cases.at(i);
     PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
     const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,

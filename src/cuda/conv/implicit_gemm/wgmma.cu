@@ -1,12 +1,14 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation,
 // weight and (TMA-store epilogue) out tensor maps of the plan, picks the instantiation (input
 // dtype, output dtype, positions per tile, epilogue, schedule: cooperative or ping-pong), raises
-// the kernel's shared memory limit once per device and launches the persistent grid, once per
-// stride phase for a transposed convolution.
+// the kernel's shared memory limit once per device and launches the persistent grid: once, or for
+// a transposed convolution once per group of up to 4 stride phases (the phases kernel,
+// wgmma_phases.cuh) or per phase where a group holds one.
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/shared_memory.h"
@@ -15,6 +17,7 @@
 #include "cuda/conv/gemm/launch.h"
 #include "cuda/conv/implicit_gemm/wgmma.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_phases.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_pingpong.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 
@@ -102,6 +105,44 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
   with_segments(std::false_type{}, CUtensorMap{});
 }
 
+// The phases kernel over launch group `group` of `phases` (2 or more phases; no K split).
+template <typename T, typename TOut, int kBN>
+void launch_phases(const detail::ConvProblem& p, const ConvGeometry& g,
+                   const std::vector<ImplicitWgmmaPlan>& phases, const WgmmaConvLaunchGroup& group,
+                   const CUtensorMap& w_map, cudaStream_t stream) {
+  WgmmaConvPhases launch;
+  launch.plans = group.end - group.begin;
+  for (int j = 0; j < launch.plans; ++j) {
+    const ImplicitWgmmaPlan& t = phases[static_cast<size_t>(group.begin + j)];
+    launch.plan[j] = t;
+    launch.x_map[j] = encode(p.x.data, implicit_wgmma_x_map(g, t));
+    launch.out_map[j] = CUtensorMap{};
+    if (sizeof(TOut) == 2 && t.tma_store) {
+      launch.out_map[j] = encode(static_cast<const char*>(p.out.data) + t.out_base * 2,
+                                 implicit_wgmma_out_map(t, p.out_channels));
+    }
+    launch.items += t.tiles;
+    launch.item_end[j] = launch.items;
+  }
+  const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  TOut* const out = static_cast<TOut*>(p.out.data);
+  const auto run = [&](auto tma_tag) {
+    constexpr bool kTma = decltype(tma_tag)::value;
+    constexpr int kStages = implicit_wgmma_stages(kBN);
+    constexpr int64_t kSmem = implicit_wgmma_smem_bytes(kBN, kStages, kTma);
+    static std::atomic<uint64_t> smem_set{0};
+    const auto kernel = conv_implicit_wgmma_phases_kernel<T, TOut, kBN, kStages, kTma>;
+    allow_shared_memory(kernel, kSmem, smem_set);
+    kernel<<<dim3(static_cast<unsigned>(group.grid), 1, 1), kWgmmaConvThreads,
+             static_cast<size_t>(kSmem), stream>>>(w_map, launch, bias, out);
+    GEMMKIT_CUDA_CHECK_LAUNCH();
+  };
+  if constexpr (sizeof(TOut) == 2) {
+    if (launch.plan[0].tma_store) return run(std::true_type{});
+  }
+  run(std::false_type{});
+}
+
 }  // namespace
 
 void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
@@ -109,6 +150,7 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
   if (plan.grid <= 0 || plan.grid > kMaxGridX || (plan.block_n != 128 && plan.block_n != 256) ||
       plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0 ||
       (plan.k_segments > 1 && plan.block_n != 128) ||
+      (plan.k_segments > 1 && implicit_wgmma_phase_count(plan) > 1) ||
       (plan.split_parallel && (plan.k_segments <= 1 || plan.tma_store)) ||
       (plan.split_parallel && plan.base_tiles * (plan.block_n / 8) > kMaxGridX) ||
       (plan.pingpong && !implicit_wgmma_can_pingpong(plan))) {
@@ -119,8 +161,9 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
   }
   const ConvGeometry g = normalize(p);
   const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g));
-  // A transposed convolution: one launch per stride phase (each a dense convolution of x whose
-  // outputs are every s-th position of out), phase 0's plan given, the others planned alike.
+  // A transposed convolution: its stride phases (each a dense convolution of x whose outputs are
+  // every s-th position of out), phase 0's plan given, the others planned alike, in launch groups
+  // of up to kWgmmaConvMaxMergedPhases phases sharing one persistent grid.
   const auto launch = [&](const ImplicitWgmmaPlan& t) {
     if (t.tiles == 0) return;  // a phase without outputs
     const CUtensorMap x_map = encode(p.x.data, implicit_wgmma_x_map(g, t));
@@ -137,13 +180,23 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
     });
   };
   if (implicit_wgmma_phase_count(plan) == 1) return launch(plan);
-  int32_t phase[kDims];
-  for (phase[0] = 0; phase[0] < plan.phases[0]; ++phase[0]) {
-    for (phase[1] = 0; phase[1] < plan.phases[1]; ++phase[1]) {
-      for (phase[2] = 0; phase[2] < plan.phases[2]; ++phase[2]) {
-        launch(implicit_wgmma_phase_plan(p, plan, phase));
-      }
+  const std::vector<ImplicitWgmmaPlan> phases = implicit_wgmma_phase_plans(p, plan);
+  for (const WgmmaConvLaunchGroup& group : implicit_wgmma_launch_groups(phases, plan)) {
+    if (group.end - group.begin == 1) {
+      launch(phases[static_cast<size_t>(group.begin)]);
+      continue;
     }
+    dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+      using T = typename decltype(in_tag)::type;
+      using TOut = typename decltype(out_tag)::type;
+      if constexpr (std::is_same_v<T, float>) {
+        throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
+      } else if (plan.block_n == 256) {
+        launch_phases<T, TOut, 256>(p, g, phases, group, w_map, stream);
+      } else {
+        launch_phases<T, TOut, 128>(p, g, phases, group, w_map, stream);
+      }
+    });
   }
 }
 

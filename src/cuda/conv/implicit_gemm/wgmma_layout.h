@@ -146,6 +146,26 @@ GEMMKIT_CONV_HD WgmmaConvTile implicit_wgmma_tile(const ImplicitWgmmaPlan& p, in
   return t;
 }
 
+// One launch of the phases kernel (wgmma_phases.cuh) runs up to kWgmmaConvMaxMergedPhases
+// consecutive stride phases of a transposed convolution (each a dense convolution whose outputs
+// are every s-th position of out) in turn. Launch item i belongs to the first plan j with
+// i < item_end[j] (item_end: the plans' running totals of tiles) as its item i - item_end[j - 1].
+// One persistent grid over all of them: each CTA's tiles run back to back, the next one's loads
+// overlapping this one's epilogue, in place of a partly filled wave and a drain per phase.
+constexpr int kWgmmaConvMaxMergedPhases = 4;
+struct WgmmaConvLaunchItem {
+  int plan = 0;      // index of the launch's plan
+  int64_t item = 0;  // the item within that plan
+};
+template <int kPlans>
+GEMMKIT_CONV_HD WgmmaConvLaunchItem implicit_wgmma_launch_item(const int64_t (&item_end)[kPlans],
+                                                               int plans, int64_t item) {
+  WgmmaConvLaunchItem r;
+  while (r.plan + 1 < plans && item >= item_end[r.plan]) ++r.plan;
+  r.item = r.plan == 0 ? item : item - item_end[r.plan - 1];
+  return r;
+}
+
 // Work item `item` < p.tiles: its tile and the k blocks [kb_begin, kb_end) it reduces (a segment
 // when split_parallel, outermost, else all of K).
 struct WgmmaConvItem {

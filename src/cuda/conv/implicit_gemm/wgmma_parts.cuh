@@ -1,9 +1,10 @@
-// Device pieces the two schedules of the Hopper implicit-GEMM convolution share (wgmma.cuh: two
-// consumer warpgroups on one tile; wgmma_pingpong.cuh: each consumer warpgroup on its own tiles,
-// in turn): the shared-memory layout, the producer's TMA loop, one k block's MMAs, the ring
-// position arithmetic and both epilogues (a store per element, or TMA stores of swizzled staging).
-// Every piece keeps the per-output chain of wgmma.cuh's contract, so both schedules return the
-// same bits.
+// Device pieces the schedules of the Hopper implicit-GEMM convolution share (wgmma.cuh: two
+// consumer warpgroups on one tile; wgmma_phases.cuh: the same over up to 4 stride phases in one
+// launch; wgmma_pingpong.cuh: each consumer warpgroup on its own tiles, in turn): the
+// shared-memory layout, the producers' TMA loops, one k block's MMAs, the ring position
+// arithmetic and both epilogues (a store per element, or TMA stores of swizzled staging). Every
+// piece keeps the per-output chain of wgmma.cuh's contract, so every schedule returns the same
+// bits.
 #pragma once
 
 #include <cuda.h>
@@ -12,6 +13,28 @@
 #include "cuda/common/wgmma.cuh"
 #include "cuda/conv/common/dtype.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_layout.h"
+
+namespace gemmkit::cuda::conv_impl {
+
+// The argument of one launch of the phases kernel (wgmma_phases.cuh): up to
+// kWgmmaConvMaxMergedPhases stride phases of a transposed convolution, all of one block_n, stage
+// count and epilogue, each with its activation map and (TMA-store epilogue) out map, and the
+// running totals of their tiles. Plain data (kernel argument).
+struct WgmmaConvPhases {
+  CUtensorMap x_map[kWgmmaConvMaxMergedPhases];
+  CUtensorMap out_map[kWgmmaConvMaxMergedPhases];
+  ImplicitWgmmaPlan plan[kWgmmaConvMaxMergedPhases];
+  int64_t item_end[kWgmmaConvMaxMergedPhases] = {};
+  int plans = 1;
+  int64_t items = 0;  // item_end[plans - 1]
+
+  // Launch item i: its plan and the item within that plan (implicit_wgmma_launch_item).
+  __device__ __forceinline__ WgmmaConvLaunchItem item(int64_t i) const {
+    return implicit_wgmma_launch_item(item_end, plans, i);
+  }
+};
+
+}  // namespace gemmkit::cuda::conv_impl
 
 namespace gemmkit::cuda::conv_impl::wgmma_conv_detail {
 
@@ -92,6 +115,42 @@ __device__ __forceinline__ void run_producer(const CUtensorMap* x_map, const CUt
   ptx::prefetch_tensor_map(w_map);
   if (out_map != nullptr) ptx::prefetch_tensor_map(out_map);
   produce(x_map, w_map, plan, smem);
+}
+
+// The producer warpgroup's part of the phases kernel: as run_producer, the work items of CTA b
+// over the launch's plans in turn (the order the consumers take them).
+template <int kBN, int kStages, bool kTmaStore>
+__device__ __forceinline__ void run_phase_producer(
+    const CUtensorMap* w_map, const WgmmaConvPhases& launch,
+    const SharedLayout<kBN, kStages, kTmaStore>& smem) {
+  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+  if (threadIdx.x != 0) return;
+  ptx::prefetch_tensor_map(w_map);
+  for (int j = 0; j < launch.plans; ++j) {
+    ptx::prefetch_tensor_map(&launch.x_map[j]);
+    if (kTmaStore) ptx::prefetch_tensor_map(&launch.out_map[j]);
+  }
+  uint64_t* const full = smem.full();
+  uint64_t* const empty = smem.empty();
+  WgmmaConvRing<kStages> at;
+  for (int64_t item = blockIdx.x; item < launch.items; item += gridDim.x) {
+    const WgmmaConvLaunchItem li = launch.item(item);
+    const ImplicitWgmmaPlan& plan = launch.plan[li.plan];
+    const CUtensorMap* const x_map = &launch.x_map[li.plan];
+    const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
+    const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
+    for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
+      const WgmmaConvCoords c = implicit_wgmma_coords(plan, t, kb);
+      ptx::mbarrier_wait(&empty[at.stage], at.phase ^ 1);
+      ptx::mbarrier_arrive_expect_tx(&full[at.stage], Layout::kStageBytes);
+      ptx::tma_load_5d(smem.weight_box(at.stage), w_map, &full[at.stage], c.w[0], c.w[1], c.w[2],
+                       c.w[3], c.w[4]);
+      ptx::tma_load_5d(smem.activation_box(at.stage), x_map, &full[at.stage], c.x[0], c.x[1],
+                       c.x[2], c.x[3], c.x[4]);
+      at.next();
+    }
+  }
 }
 
 // The MMAs of one k block (4 k16 steps) for 64 output channels (rows of `weight_band`) and kBN

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/problems.h"
 #include "cuda/conv/common/config.h"
@@ -364,6 +365,58 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
   return t;
 }
 
+// The plans of every stride phase of base's problem p in order (phase 0 first, the last dim
+// fastest); base alone without input dilation.
+inline std::vector<ImplicitWgmmaPlan> implicit_wgmma_phase_plans(const detail::ConvProblem& p,
+                                                                 const ImplicitWgmmaPlan& base) {
+  if (implicit_wgmma_phase_count(base) == 1) return {base};
+  std::vector<ImplicitWgmmaPlan> plans;
+  int32_t phase[kDims];
+  for (phase[0] = 0; phase[0] < base.phases[0]; ++phase[0]) {
+    for (phase[1] = 0; phase[1] < base.phases[1]; ++phase[1]) {
+      for (phase[2] = 0; phase[2] < base.phases[2]; ++phase[2]) {
+        plans.push_back(implicit_wgmma_phase_plan(p, base, phase));
+      }
+    }
+  }
+  return plans;
+}
+
+inline int64_t implicit_wgmma_total_tiles(const std::vector<ImplicitWgmmaPlan>& plans) {
+  int64_t total = 0;
+  for (const ImplicitWgmmaPlan& t : plans) total += t.tiles;
+  return total;
+}
+
+// The launches of a plan's phases: runs [begin, end) of consecutive phases with outputs, up to
+// kWgmmaConvMaxMergedPhases of one epilogue (TMA stores or not) per launch of the cooperative
+// kernel, on min(their tiles, base.grid) CTAs; one phase per launch under the ping-pong schedule
+// (its kernel takes one plan). Phases without outputs launch nothing.
+struct WgmmaConvLaunchGroup {
+  int begin = 0, end = 0;
+  int64_t items = 0;  // the tiles of its phases
+  int64_t grid = 0;
+};
+inline std::vector<WgmmaConvLaunchGroup> implicit_wgmma_launch_groups(
+    const std::vector<ImplicitWgmmaPlan>& phases, const ImplicitWgmmaPlan& base) {
+  std::vector<WgmmaConvLaunchGroup> groups;
+  const int per_launch = base.pingpong ? 1 : kWgmmaConvMaxMergedPhases;
+  for (int i = 0; i < static_cast<int>(phases.size()); ++i) {
+    const ImplicitWgmmaPlan& t = phases[static_cast<size_t>(i)];
+    if (t.tiles == 0) continue;
+    if (groups.empty() || groups.back().end != i ||
+        groups.back().end - groups.back().begin >= per_launch ||
+        phases[static_cast<size_t>(groups.back().begin)].tma_store != t.tma_store) {
+      groups.push_back({i, i, 0, 0});
+    }
+    WgmmaConvLaunchGroup& g = groups.back();
+    g.end = i + 1;
+    g.items += t.tiles;
+    g.grid = std::max<int64_t>(1, std::min(g.items, base.grid));
+  }
+  return groups;
+}
+
 // Positions per tile: 256 (128 accumulators per consumer thread, the most work per loaded byte)
 // unless 128-position tiles fill the machine's waves enough better to pay for reading each
 // weight block twice as often: the estimated time of a tile is proportional to its positions,
@@ -385,10 +438,22 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
     narrow.pingpong = true;
     return narrow;
   }
-  const ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
+  ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
+  // A transposed convolution's phases share one persistent grid (implicit_wgmma_launch_groups):
+  // the waves of all their tiles count, and the grid covers them.
   const double slots = std::max(1, dev.multiprocessors);
+  for (ImplicitWgmmaPlan* t : {&narrow, &wide}) {
+    if (implicit_wgmma_phase_count(*t) == 1) continue;
+    const int64_t tiles = implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, *t));
+    t->grid = std::max<int64_t>(1, std::min<int64_t>(tiles, t->multiprocessors));
+    t->efficiency = t->tile_efficiency * static_cast<double>(tiles) /
+                    (std::ceil(static_cast<double>(tiles) / slots) * slots);
+  }
   const auto cost = [&](const ImplicitWgmmaPlan& t, double per_position) {
-    return std::ceil(static_cast<double>(t.tiles) / slots) * t.block_n * per_position;
+    const int64_t tiles = implicit_wgmma_phase_count(t) == 1
+                              ? t.tiles
+                              : implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, t));
+    return std::ceil(static_cast<double>(tiles) / slots) * t.block_n * per_position;
   };
   return cost(narrow, 1.1) < cost(wide, 1.0) ? narrow : wide;
 }
