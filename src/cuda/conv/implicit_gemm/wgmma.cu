@@ -143,6 +143,22 @@ void launch_phases(const detail::ConvProblem& p, const ConvGeometry& g,
   run(std::false_type{});
 }
 
+// Calls fn(x type tag, out type tag, std::integral_constant<int, block_n>) for p's dtypes (16-bit
+// x) and a tile width of 128 or 256 positions.
+template <typename Fn>
+void dispatch_wgmma(const detail::ConvProblem& p, int block_n, Fn&& fn) {
+  dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+    using T = typename decltype(in_tag)::type;
+    if constexpr (std::is_same_v<T, float>) {
+      throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
+    } else if (block_n == 256) {
+      fn(in_tag, out_tag, std::integral_constant<int, 256>{});
+    } else {
+      fn(in_tag, out_tag, std::integral_constant<int, 128>{});
+    }
+  });
+}
+
 }  // namespace
 
 void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
@@ -167,16 +183,10 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
   const auto launch = [&](const ImplicitWgmmaPlan& t) {
     if (t.tiles == 0) return;  // a phase without outputs
     const CUtensorMap x_map = encode(p.x.data, implicit_wgmma_x_map(g, t));
-    dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+    dispatch_wgmma(p, t.block_n, [&](auto in_tag, auto out_tag, auto bn_tag) {
       using T = typename decltype(in_tag)::type;
       using TOut = typename decltype(out_tag)::type;
-      if constexpr (std::is_same_v<T, float>) {
-        throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
-      } else if (t.block_n == 256) {
-        launch_epilogue<T, TOut, 256>(p, t, x_map, w_map, stream);
-      } else {
-        launch_epilogue<T, TOut, 128>(p, t, x_map, w_map, stream);
-      }
+      launch_epilogue<T, TOut, decltype(bn_tag)::value>(p, t, x_map, w_map, stream);
     });
   };
   if (implicit_wgmma_phase_count(plan) == 1) return launch(plan);
@@ -186,16 +196,10 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
       launch(phases[static_cast<size_t>(group.begin)]);
       continue;
     }
-    dispatch_types(p.x.dtype, p.out.dtype, [&](auto in_tag, auto out_tag) {
+    dispatch_wgmma(p, plan.block_n, [&](auto in_tag, auto out_tag, auto bn_tag) {
       using T = typename decltype(in_tag)::type;
       using TOut = typename decltype(out_tag)::type;
-      if constexpr (std::is_same_v<T, float>) {
-        throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM kernel with f32 x");
-      } else if (plan.block_n == 256) {
-        launch_phases<T, TOut, 256>(p, g, phases, group, w_map, stream);
-      } else {
-        launch_phases<T, TOut, 128>(p, g, phases, group, w_map, stream);
-      }
+      launch_phases<T, TOut, decltype(bn_tag)::value>(p, g, phases, group, w_map, stream);
     });
   }
 }

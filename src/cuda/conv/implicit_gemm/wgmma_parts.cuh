@@ -77,26 +77,51 @@ struct SharedLayout {
 
 // The producer (one thread): for each work item b, b + grid, ... of the CTA, in order, the weight
 // and activation boxes of each of its k blocks into the next stage, once the stage is free.
+// Thread 0 initializes the ring's mbarriers (full: one arrival, the producer's, plus the
+// transaction bytes; empty: `empty_arrivals`, one per consumer warpgroup reading the stage), then
+// the whole CTA waits for them.
+template <int kBN, int kStages, bool kTmaStore>
+__device__ __forceinline__ void init_stage_barriers(
+    const SharedLayout<kBN, kStages, kTmaStore>& smem, uint32_t empty_arrivals) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(&smem.full()[s], 1);
+      ptx::mbarrier_init(&smem.empty()[s], empty_arrivals);
+    }
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+}
+
+// The producer's loads of one k block (box coordinates c) into the next stage of ring `at`, once
+// the stage is free.
+template <int kBN, int kStages, bool kTmaStore>
+__device__ __forceinline__ void load_k_block(const CUtensorMap* x_map, const CUtensorMap* w_map,
+                                             const WgmmaConvCoords& c,
+                                             const SharedLayout<kBN, kStages, kTmaStore>& smem,
+                                             WgmmaConvRing<kStages>& at) {
+  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
+  uint64_t* const full = smem.full();
+  uint64_t* const empty = smem.empty();
+  ptx::mbarrier_wait(&empty[at.stage], at.phase ^ 1);
+  ptx::mbarrier_arrive_expect_tx(&full[at.stage], Layout::kStageBytes);
+  ptx::tma_load_5d(smem.weight_box(at.stage), w_map, &full[at.stage], c.w[0], c.w[1], c.w[2],
+                   c.w[3], c.w[4]);
+  ptx::tma_load_5d(smem.activation_box(at.stage), x_map, &full[at.stage], c.x[0], c.x[1], c.x[2],
+                   c.x[3], c.x[4]);
+  at.next();
+}
+
 template <int kBN, int kStages, bool kTmaStore>
 __device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensorMap* w_map,
                                         const ImplicitWgmmaPlan& plan,
                                         const SharedLayout<kBN, kStages, kTmaStore>& smem) {
-  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
-  uint64_t* const full = smem.full();
-  uint64_t* const empty = smem.empty();
   WgmmaConvRing<kStages> at;
   for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
     const WgmmaConvItem it = implicit_wgmma_item(plan, item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
-      const WgmmaConvCoords c = implicit_wgmma_coords(plan, t, kb);
-      ptx::mbarrier_wait(&empty[at.stage], at.phase ^ 1);
-      ptx::mbarrier_arrive_expect_tx(&full[at.stage], Layout::kStageBytes);
-      ptx::tma_load_5d(smem.weight_box(at.stage), w_map, &full[at.stage], c.w[0], c.w[1], c.w[2],
-                       c.w[3], c.w[4]);
-      ptx::tma_load_5d(smem.activation_box(at.stage), x_map, &full[at.stage], c.x[0], c.x[1],
-                       c.x[2], c.x[3], c.x[4]);
-      at.next();
+      load_k_block(x_map, w_map, implicit_wgmma_coords(plan, t, kb), smem, at);
     }
   }
 }
@@ -123,7 +148,6 @@ template <int kBN, int kStages, bool kTmaStore>
 __device__ __forceinline__ void run_phase_producer(
     const CUtensorMap* w_map, const WgmmaConvPhases& launch,
     const SharedLayout<kBN, kStages, kTmaStore>& smem) {
-  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
   asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
   if (threadIdx.x != 0) return;
   ptx::prefetch_tensor_map(w_map);
@@ -131,8 +155,6 @@ __device__ __forceinline__ void run_phase_producer(
     ptx::prefetch_tensor_map(&launch.x_map[j]);
     if (kTmaStore) ptx::prefetch_tensor_map(&launch.out_map[j]);
   }
-  uint64_t* const full = smem.full();
-  uint64_t* const empty = smem.empty();
   WgmmaConvRing<kStages> at;
   for (int64_t item = blockIdx.x; item < launch.items; item += gridDim.x) {
     const WgmmaConvLaunchItem li = launch.item(item);
@@ -141,14 +163,7 @@ __device__ __forceinline__ void run_phase_producer(
     const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
-      const WgmmaConvCoords c = implicit_wgmma_coords(plan, t, kb);
-      ptx::mbarrier_wait(&empty[at.stage], at.phase ^ 1);
-      ptx::mbarrier_arrive_expect_tx(&full[at.stage], Layout::kStageBytes);
-      ptx::tma_load_5d(smem.weight_box(at.stage), w_map, &full[at.stage], c.w[0], c.w[1], c.w[2],
-                       c.w[3], c.w[4]);
-      ptx::tma_load_5d(smem.activation_box(at.stage), x_map, &full[at.stage], c.x[0], c.x[1],
-                       c.x[2], c.x[3], c.x[4]);
-      at.next();
+      load_k_block(x_map, w_map, implicit_wgmma_coords(plan, t, kb), smem, at);
     }
   }
 }

@@ -32,14 +32,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   uint64_t* const empty = smem.empty();
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(&full[s], 1);
-      ptx::mbarrier_init(&empty[s], 2);
-    }
-    ptx::fence_barrier_init();
-  }
-  __syncthreads();
+  wgmma_conv_detail::init_stage_barriers(smem, 2);
 
   if (warpgroup == 0) {
     wgmma_conv_detail::run_phase_producer(&w_map, launch, smem);
