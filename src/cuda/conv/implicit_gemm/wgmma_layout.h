@@ -17,9 +17,9 @@
 //           coordinates, read as zeros by TMA;
 //   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, kWgmmaConvBlockO).
 //
-// Transposed convolutions (input dilation s, stride 1) run as stride phases, one launch each: the
-// outputs q = ph + s * u of phase ph (per dim) read only the taps t with ph + t * kdil - pad_lo a
-// multiple of s, an arithmetic progression t0 + j * (s / g) (g = gcd(kdil, s)), and those read
+// Transposed convolutions (input dilation s, stride 1) run as stride phases, up to 4 per launch:
+// the outputs q = ph + s * u of phase ph (per dim) read only the taps t with ph + t * kdil - pad_lo
+// a multiple of s, an arithmetic progression t0 + j * (s / g) (g = gcd(kdil, s)), and those read
 // input u + (ph + t0 * kdil - pad_lo) / s + j * (kdil / g): a dense stride-1 convolution of x with
 // that tap subset, whose outputs land every s-th position of out. The plan of a phase holds it in
 // those terms (kernel = the phase's taps, pad_lo and kdil of x's steps, the weight tap of step j at
