@@ -1,6 +1,7 @@
 // What the host emulations of the convolution kernels share (implicit_gemm_test.cpp,
-// small_c_test.cpp): a case (a problem and its tensors' layouts), its tensors filled with random
-// values, an f32 out, the double reference and the problem on those tensors.
+// small_c_test.cpp; implicit_wgmma_test.cpp builds its own case type's list with add_emu_case): a
+// case (a problem and its tensors' layouts), its tensors filled with random values, an f32 out,
+// the double reference and the problem on those tensors.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +23,13 @@ struct EmuCase {
   Layout x_layout, w_layout, out_layout;
 };
 
-// Appends the case (name, x shape, weight shape), changed by `tweak`, to `cases`.
-inline void add_emu_case(std::vector<EmuCase>& cases, const std::string& name,
+// Appends the case (name, x shape, weight shape), changed by `tweak`, to `cases` (EmuCase, or a
+// kernel's own case type with the same name and spec fields).
+template <typename Case = EmuCase>
+inline void add_emu_case(std::vector<Case>& cases, const std::string& name,
                          std::vector<int64_t> x_shape, std::vector<int64_t> w_shape,
-                         const std::function<void(EmuCase&)>& tweak = nullptr) {
-  EmuCase c;
+                         const std::function<void(Case&)>& tweak = nullptr) {
+  Case c;
   c.name = name;
   c.spec.x_shape = std::move(x_shape);
   c.spec.w_shape = std::move(w_shape);

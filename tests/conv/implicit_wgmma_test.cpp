@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/problems.h"
+#include "conv/emulation.h"
 #include "conv/problem_spec.h"
 #include "conv/select_util.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
@@ -456,12 +457,7 @@ std::vector<EmuCase> emulation_cases() {
   std::vector<EmuCase> v;
   const auto add = [&v](const std::string& name, std::vector<int64_t> xs, std::vector<int64_t> ws,
                         const std::function<void(EmuCase&)>& tweak = nullptr) {
-    EmuCase c;
-    c.name = name;
-    c.spec.x_shape = std::move(xs);
-    c.spec.w_shape = std::move(ws);
-    if (tweak) tweak(c);
-    v.push_back(c);
+    gemmkit_test::add_emu_case(v, name, std::move(xs), std::move(ws), tweak);
   };
   add("2d 3x3 pad 1 bias, position and channel tails", {2, 9, 11, 16}, {136, 3, 3, 16},
       [](EmuCase& c) {

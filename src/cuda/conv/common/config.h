@@ -29,7 +29,7 @@ enum class ConvPath : int {
   cudnn = 5,
   implicit_gemm = 6,
   implicit_wgmma = 7,  // the Hopper implicit GEMM (TMA + wgmma)
-  small_c = 8,         // c <= 8: an implicit GEMM with K packed across taps
+  small_c = 8,         // c or c/groups <= 8: an implicit GEMM with K packed across taps
 };
 
 inline constexpr const char* kPathNames[] = {"direct",        "depthwise",      "small_o",

@@ -75,8 +75,6 @@ struct SharedLayout {
   __device__ __forceinline__ uint64_t* order() const { return full() + 2 * kStages; }
 };
 
-// The producer (one thread): for each work item b, b + grid, ... of the CTA, in order, the weight
-// and activation boxes of each of its k blocks into the next stage, once the stage is free.
 // Thread 0 initializes the ring's mbarriers (full: one arrival, the producer's, plus the
 // transaction bytes; empty: `empty_arrivals`, one per consumer warpgroup reading the stage), then
 // the whole CTA waits for them.
@@ -112,6 +110,8 @@ __device__ __forceinline__ void load_k_block(const CUtensorMap* x_map, const CUt
   at.next();
 }
 
+// The producer (one thread): for each work item b, b + grid, ... of the CTA, in order, the weight
+// and activation boxes of each of its k blocks into the next stage, once the stage is free.
 template <int kBN, int kStages, bool kTmaStore>
 __device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensorMap* w_map,
                                         const ImplicitWgmmaPlan& plan,

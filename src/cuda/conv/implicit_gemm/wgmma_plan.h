@@ -389,9 +389,10 @@ inline int64_t implicit_wgmma_total_tiles(const std::vector<ImplicitWgmmaPlan>& 
 }
 
 // The launches of a plan's phases: runs [begin, end) of consecutive phases with outputs, up to
-// kWgmmaConvMaxMergedPhases of one epilogue (TMA stores or not) per launch of the cooperative
-// kernel, on min(their tiles, base.grid) CTAs; one phase per launch under the ping-pong schedule
-// (its kernel takes one plan). Phases without outputs launch nothing.
+// kWgmmaConvMaxMergedPhases of one epilogue (TMA stores or not) per launch of the phases kernel
+// (wgmma_phases.cuh), on min(their tiles, base.grid) CTAs; a group of one phase runs the
+// single-plan kernel, and under the ping-pong schedule every group is one phase (its kernel takes
+// one plan). Phases without outputs launch nothing.
 struct WgmmaConvLaunchGroup {
   int begin = 0, end = 0;
   int64_t items = 0;  // the tiles of its phases
@@ -442,20 +443,20 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
   // A transposed convolution's phases share one persistent grid (implicit_wgmma_launch_groups):
   // the waves of all their tiles count, and the grid covers them.
   const double slots = std::max(1, dev.multiprocessors);
-  for (ImplicitWgmmaPlan* t : {&narrow, &wide}) {
-    if (implicit_wgmma_phase_count(*t) == 1) continue;
-    const int64_t tiles = implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, *t));
-    t->grid = std::max<int64_t>(1, std::min<int64_t>(tiles, t->multiprocessors));
-    t->efficiency = t->tile_efficiency * static_cast<double>(tiles) /
-                    (std::ceil(static_cast<double>(tiles) / slots) * slots);
-  }
-  const auto cost = [&](const ImplicitWgmmaPlan& t, double per_position) {
-    const int64_t tiles = implicit_wgmma_phase_count(t) == 1
-                              ? t.tiles
-                              : implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, t));
-    return std::ceil(static_cast<double>(tiles) / slots) * t.block_n * per_position;
+  const auto launched_tiles = [&](ImplicitWgmmaPlan& t) {
+    if (implicit_wgmma_phase_count(t) == 1) return t.tiles;
+    const int64_t tiles = implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, t));
+    t.grid = std::max<int64_t>(1, std::min<int64_t>(tiles, t.multiprocessors));
+    t.efficiency = t.tile_efficiency * static_cast<double>(tiles) /
+                   (std::ceil(static_cast<double>(tiles) / slots) * slots);
+    return tiles;
   };
-  return cost(narrow, 1.1) < cost(wide, 1.0) ? narrow : wide;
+  const int64_t narrow_tiles = launched_tiles(narrow), wide_tiles = launched_tiles(wide);
+  const auto cost = [&](int64_t tiles, int block_n, double per_position) {
+    return std::ceil(static_cast<double>(tiles) / slots) * block_n * per_position;
+  };
+  return cost(narrow_tiles, narrow.block_n, 1.1) < cost(wide_tiles, wide.block_n, 1.0) ? narrow
+                                                                                       : wide;
 }
 
 inline std::string to_string(const ImplicitWgmmaPlan& t) {
