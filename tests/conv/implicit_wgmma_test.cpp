@@ -333,9 +333,16 @@ void emulate(const EmuCase& ec, int* tma_stores) {
       acc.resize(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
       std::vector<int>& times = reduced[it.tile];
       times.resize(static_cast<std::size_t>(t.k_blocks), 0);
+      // The producer's walk (adds and compares) gives the coordinates kb decodes to.
+      WgmmaConvKCursor cursor = implicit_wgmma_k_cursor(t, at, it.kb_begin);
       for (int32_t kb = it.kb_begin; kb < it.kb_end; ++kb) {
         ++times[static_cast<std::size_t>(kb)];
         const WgmmaConvCoords c = implicit_wgmma_coords(t, at, kb);
+        for (int i = 0; i < 5; ++i) {
+          ASSERT_EQ(cursor.coords.x[i], c.x[i]) << "k block " << kb << ", x dim " << i;
+          ASSERT_EQ(cursor.coords.w[i], c.w[i]) << "k block " << kb << ", w dim " << i;
+        }
+        implicit_wgmma_k_next(t, cursor);
         const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
         const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
         ASSERT_EQ(wb.size(), static_cast<std::size_t>(kWgmmaConvBlockO * kWgmmaConvBlockK));

@@ -225,6 +225,52 @@ GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p
   return c;
 }
 
+// The producer's walk over a work item's k blocks: the box coordinates of the current k block and
+// its place (channel block, tap index per dim), stepped by implicit_wgmma_k_next with adds and
+// compares only, so the one producer thread spends no integer divisions per k block (decoding kb
+// costs four or more; implicit_wgmma_k_cursor decodes once per work item). The k block order is
+// implicit_wgmma_coords's: channel blocks fastest, then the taps, w fastest.
+struct WgmmaConvKCursor {
+  WgmmaConvCoords coords;
+  int32_t c_block = 0;
+  int32_t tap[kDims] = {0, 0, 0};
+};
+
+GEMMKIT_CONV_HD WgmmaConvKCursor implicit_wgmma_k_cursor(const ImplicitWgmmaPlan& p,
+                                                         const WgmmaConvTile& t, int32_t kb) {
+  WgmmaConvKCursor k;
+  k.coords = implicit_wgmma_coords(p, t, kb);
+  int32_t rest = kb / p.c_blocks;
+  k.c_block = kb - rest * p.c_blocks;
+  for (int d = kDims - 1; d >= 0; --d) {
+    k.tap[d] = rest % p.kernel[d];
+    rest /= p.kernel[d];
+  }
+  return k;
+}
+
+// Steps the cursor to the next k block (past the last one it wraps to the first).
+GEMMKIT_CONV_HD void implicit_wgmma_k_next(const ImplicitWgmmaPlan& p, WgmmaConvKCursor& k) {
+  if (++k.c_block < p.c_blocks) {
+    k.coords.x[0] += kWgmmaConvBlockK;
+    k.coords.w[0] += kWgmmaConvBlockK;
+    return;
+  }
+  k.coords.x[0] -= (p.c_blocks - 1) * kWgmmaConvBlockK;
+  k.coords.w[0] = 0;
+  k.c_block = 0;
+  for (int d = kDims - 1; d >= 0; --d) {
+    if (++k.tap[d] < p.kernel[d]) {
+      k.coords.x[3 - d] += p.kdil[d];
+      k.coords.w[3 - d] += p.w_step[d];
+      return;
+    }
+    k.coords.x[3 - d] -= (p.kernel[d] - 1) * p.kdil[d];
+    k.coords.w[3 - d] -= (p.kernel[d] - 1) * p.w_step[d];
+    k.tap[d] = 0;
+  }
+}
+
 // Position `column` (0 .. block_n - 1) of a tile's box: its output coordinates, and whether it is
 // an output (boxes overhang the output at its far edges). The box extents are powers of two
 // (tile_shift their logarithms): shifts and masks, no division.

@@ -120,8 +120,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensor
   for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
     const WgmmaConvItem it = implicit_wgmma_item(plan, item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
+    WgmmaConvKCursor k = implicit_wgmma_k_cursor(plan, t, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
-      load_k_block(x_map, w_map, implicit_wgmma_coords(plan, t, kb), smem, at);
+      load_k_block(x_map, w_map, k.coords, smem, at);
+      implicit_wgmma_k_next(plan, k);
     }
   }
 }
@@ -162,8 +164,10 @@ __device__ __forceinline__ void run_phase_producer(
     const CUtensorMap* const x_map = &launch.x_map[li.plan];
     const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
+    WgmmaConvKCursor k = implicit_wgmma_k_cursor(plan, t, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
-      load_k_block(x_map, w_map, implicit_wgmma_coords(plan, t, kb), smem, at);
+      load_k_block(x_map, w_map, k.coords, smem, at);
+      implicit_wgmma_k_next(plan, k);
     }
   }
 }
