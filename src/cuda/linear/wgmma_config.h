@@ -191,9 +191,9 @@ inline std::string wgmma_split_reason(const LinearConfig& c, const LinearDevice&
 // 128 or 256: the MMA's N, half per consumer warpgroup) by 64 batch rows, the stages that fit
 // 192 KiB (at most 16), at most one persistent CTA per SM. Named "wgmma.t<block_w>".
 constexpr int64_t kSwapBatchRows = 64;
-// auto takes it for one-chain weights at 8 < n <= kSwapMaxN where the 128-row tiles of the wgmma
-// kernel would fill at most half the SMs (tiles x 2 <= SMs: 4096 x 4096 at n = 64 and 128, 7168 x
-// 2048 at n = 64), the 128-row tiles where they fill more (H200, docs/perf.md).
+// auto takes it for one-chain weights at kStreamMaxN < n <= kSwapMaxN where the 128-row tiles of
+// the wgmma kernel would fill at most half the SMs (tiles x 2 <= SMs: 4096 x 4096 at n = 64 and
+// 128, 7168 x 2048 at n = 64), the 128-row tiles where they fill more (H200, docs/perf.md).
 constexpr int64_t kSwapMaxN = 256;
 inline bool swap_preferred(int64_t m, int64_t n, int block_n, int multiprocessors) {
   return n <= kSwapMaxN &&
