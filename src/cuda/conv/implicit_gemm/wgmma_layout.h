@@ -201,52 +201,45 @@ struct WgmmaConvCoords {
   int32_t w[5] = {};
 };
 
-GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p,
-                                                      const WgmmaConvTile& t, int32_t kb) {
-  WgmmaConvCoords c;
-  const int32_t tap = kb / p.c_blocks;
-  const int32_t channel = (kb - tap * p.c_blocks) * kWgmmaConvBlockK;
-  int32_t tap_index[kDims];
-  int32_t rest = tap;
-  for (int d = kDims - 1; d >= 0; --d) {
-    tap_index[d] = rest % p.kernel[d];
-    rest /= p.kernel[d];
-  }
-  c.x[0] = static_cast<int32_t>(t.group) * p.cpg + channel;
-  c.w[0] = channel;
-  for (int d = 0; d < kDims; ++d) {
-    // Spatial dim d (0 = d, 1 = h, 2 = w) is box dim 3 - d.
-    c.x[3 - d] = t.p0[d] * p.stride[d] - p.pad_lo[d] + tap_index[d] * p.kdil[d];
-    c.w[3 - d] = p.w_first[d] + p.w_step[d] * tap_index[d];
-  }
-  c.x[4] = static_cast<int32_t>(t.n);
-  c.w[4] =
-      static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * kWgmmaConvBlockO;
-  return c;
-}
-
 // The producer's walk over a work item's k blocks: the box coordinates of the current k block and
 // its place (channel block, tap index per dim), stepped by implicit_wgmma_k_next with adds and
 // compares only, so the one producer thread spends no integer divisions per k block (decoding kb
-// costs four or more; implicit_wgmma_k_cursor decodes once per work item). The k block order is
-// implicit_wgmma_coords's: channel blocks fastest, then the taps, w fastest.
+// costs four or more; implicit_wgmma_k_cursor decodes once per work item). The k block order:
+// channel blocks fastest, then the taps, w fastest.
 struct WgmmaConvKCursor {
   WgmmaConvCoords coords;
   int32_t c_block = 0;
   int32_t tap[kDims] = {0, 0, 0};
 };
 
+// The cursor at k block kb of tile t, decoded from kb.
 GEMMKIT_CONV_HD WgmmaConvKCursor implicit_wgmma_k_cursor(const ImplicitWgmmaPlan& p,
                                                          const WgmmaConvTile& t, int32_t kb) {
   WgmmaConvKCursor k;
-  k.coords = implicit_wgmma_coords(p, t, kb);
   int32_t rest = kb / p.c_blocks;
   k.c_block = kb - rest * p.c_blocks;
   for (int d = kDims - 1; d >= 0; --d) {
     k.tap[d] = rest % p.kernel[d];
     rest /= p.kernel[d];
   }
+  WgmmaConvCoords& c = k.coords;
+  const int32_t channel = k.c_block * kWgmmaConvBlockK;
+  c.x[0] = static_cast<int32_t>(t.group) * p.cpg + channel;
+  c.w[0] = channel;
+  for (int d = 0; d < kDims; ++d) {
+    // Spatial dim d (0 = d, 1 = h, 2 = w) is box dim 3 - d.
+    c.x[3 - d] = t.p0[d] * p.stride[d] - p.pad_lo[d] + k.tap[d] * p.kdil[d];
+    c.w[3 - d] = p.w_first[d] + p.w_step[d] * k.tap[d];
+  }
+  c.x[4] = static_cast<int32_t>(t.n);
+  c.w[4] =
+      static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * kWgmmaConvBlockO;
   return k;
+}
+
+GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p,
+                                                      const WgmmaConvTile& t, int32_t kb) {
+  return implicit_wgmma_k_cursor(p, t, kb).coords;
 }
 
 // Steps the cursor to the next k block (past the last one it wraps to the first).
