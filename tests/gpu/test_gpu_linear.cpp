@@ -1,6 +1,8 @@
 // GPU tests of the CUDA linear family: the bitwise contract (every variant equals the reference;
 // batch invariance; run-to-run), the reference against the CPU backend, PDL chains in graphs.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -204,6 +206,58 @@ TEST(GpuLinear, RepeatedRunsAreBitwiseIdentical) {
   for (int i = 0; i < 20; ++i) ASSERT_EQ(problem.run("auto", 1), first) << "run " << i;
 }
 
+// The cluster folds and the ring's refills, repeated: every rank but 0 hands its group sums to
+// rank 0 and exits, with st.async onto rank 0's mbarrier (the default) or stores ordered by a
+// cluster barrier phase (.fb), and the ranks of a 4-rank cluster on 8 stages refill every stage
+// once. A hand-off that is not ordered shows as a rare wrong result (a stage refilled while its
+// ldmatrix reads were in flight gave about one call in a thousand with one weight row of the tile
+// off), so each shape and kernel runs many times; the failures are counted, with the first
+// differing element of each and every differing (batch row, weight row) of the first.
+TEST(GpuLinear, ClusterFoldsRepeatBitwise) {
+  GEMMKIT_REQUIRE_GPU();
+  constexpr int kRepeats = 1000;
+  const std::vector<LinearCase> cases = {{31, 128, 7168, true, DType::bf16},
+                                         {32, 128, 7168, false, DType::bf16},
+                                         {8, 256, 7168, false, DType::f32},
+                                         {3, 2880, 2880, true, DType::bf16}};
+  for (const LinearCase& c : cases) {
+    DeviceLinear problem(c, 31337);
+    const std::vector<uint8_t> reference = problem.run("reference", 0);
+    const std::size_t size = dtype_size(c.out);
+    for (const std::string kernel :
+         {"ring8.t1x1.p4.c4", "ring8", "ring8.fb", "ring16.p1.fb", "ring8.w8.fb"}) {
+      try {
+        problem.run(kernel, 0);
+      } catch (const Error& e) {
+        // The forced 4-rank cluster where k's groups do not split four ways.
+        EXPECT_NE(std::string(e.what()).find("does not split"), std::string::npos) << e.what();
+        continue;
+      }
+      for (int pdl : {0, 1}) {
+        CallInfo info;
+        int failures = 0;
+        std::string where, first;
+        for (int r = 0; r < kRepeats; ++r) {
+          const std::vector<uint8_t> got = problem.run(kernel, pdl, &info);
+          const int64_t diff = first_difference(reference, got, c.out);
+          if (diff < 0) continue;
+          if (failures++ == 0) {
+            for (int64_t e = diff; e < c.n * c.m && first.size() < 300; ++e) {
+              if (std::memcmp(&reference[e * size], &got[e * size], size) == 0) continue;
+              first += " (" + std::to_string(e / c.m) + "," + std::to_string(e % c.m) + ")";
+            }
+          }
+          if (where.size() < 200) where += " " + std::to_string(r) + "@" + std::to_string(diff);
+        }
+        EXPECT_EQ(failures, 0) << describe(c) << " kernel " << info.kernel << " pdl " << pdl << ": "
+                               << failures << " of " << kRepeats
+                               << " runs differ (run@element):" << where
+                               << "; the first at (batch row, weight row):" << first;
+      }
+    }
+  }
+}
+
 TEST(GpuLinear, UnalignedAndStridedLayoutsKeepTheBits) {
   GEMMKIT_REQUIRE_GPU();
   // k % 8 != 0 and a row stride that is not 16-byte aligned: no TMA, same bits as the reference.
@@ -365,6 +419,17 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
         } catch (const Error& e) {
           EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
         }
+      }
+    }
+  }
+  // A 4-rank cluster on 8 stages (every stage refilled once), both folds: the shape whose refills
+  // once raced the consumers' ldmatrix reads.
+  {
+    DeviceLinear problem(LinearCase{31, 128, 7168, true, DType::bf16}, 5);
+    const auto reference = problem.run("reference", 0);
+    for (const std::string kernel : {"ring8.t1x1.p4.c4", "ring8.t1x1.p4.fb.c4"}) {
+      for (int pdl : {0, 1}) {
+        EXPECT_EQ(problem.run(kernel, pdl), reference) << "n=31 m=128 k=7168 " << kernel;
       }
     }
   }

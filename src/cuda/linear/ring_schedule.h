@@ -102,4 +102,11 @@ GEMMKIT_RING_HD constexpr unsigned ring_empty_parity(int slice, int stages) {
   return static_cast<unsigned>((slice / stages - 1) & 1);
 }
 
+// Whether the stage of local slice i (of `slices`) is refilled, i.e. slice i + stages exists: only
+// then does its consumer release it (a proxy fence and the empty barrier's arrive); the stages of
+// the last round are never waited for again.
+GEMMKIT_RING_HD constexpr bool ring_stage_refilled(int slice, int slices, int stages) {
+  return slice + stages < slices;
+}
+
 }  // namespace gemmkit::cuda::linear_family

@@ -160,7 +160,10 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
           stream_detail::block_mma<T, kNT>(f, acc);
         }
       }
-      // The fragments are in registers (ldmatrix has returned): the stage may be refilled.
+      // The fragments are in registers (ldmatrix has returned): the stage may be refilled, once a
+      // proxy fence orders the reads before the refill's TMA (async-proxy) writes, as in the ring
+      // kernel.
+      ptx::fence_proxy_async_shared();
       __syncwarp();
       if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
     }

@@ -268,14 +268,25 @@ __global__ void __launch_bounds__(32 * (kConsumers + kRingMaxProducerWarps), kRi
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][mt][nt][e] = 0.f;
       }
-      // The batch's stages go back to the producers once the warp has read them into registers
-      // (its ldmatrix reads are ordered before the arrive by __syncwarp and the arrive's release).
+      // The batch's stages that the producers refill (those of slices before the last round) go
+      // back once the warp has read them into registers. The refill's TMA writes are async-proxy
+      // accesses, so each lane's ldmatrix reads (generic proxy) are ordered before them by a proxy
+      // fence, then before the arrive by __syncwarp and the arrive's release. (Without the fence,
+      // about one call in a thousand of a 4-rank cluster on 8 stages read one weight row of a
+      // slice after its refill had begun: tests/gpu/test_gpu_linear.cpp,
+      // ClusterFoldsRepeatBitwise.) Stages of the last round are never waited for: no fence, no
+      // arrive (the fence costs 1-2% on the one-round decode rows).
       const auto release_batch = [&] {
+        // The batch's slices ascend: none refilled when its first is not.
+        if (!ring_stage_refilled(first, local_slices, kStages)) return;
+        ptx::fence_proxy_async_shared();
         __syncwarp();
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           const int i = first + j * kConsumers;
-          if (i < local_slices && lane == 0) ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
+          if (ring_stage_refilled(i, local_slices, kStages) && lane == 0) {
+            ptx::mbarrier_arrive(&empty[ring_stage(i, kStages)]);
+          }
         }
       };
       if constexpr (kMT * kNT == 1) {
