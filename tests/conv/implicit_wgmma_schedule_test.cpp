@@ -1,8 +1,9 @@
 // Host tests of the Hopper implicit GEMM's schedules (implicit_gemm/wgmma_plan.h, wgmma_layout.h,
 // wgmma_pingpong.cuh): which plans run the ping-pong schedule and how GEMMKIT_CONV_WGMMA_SCHEDULE
-// is parsed, and a step-by-step emulation of the ping-pong kernel's ring — the producer, the two
-// consumer warpgroups, their mbarriers with the hardware's parity waits, in random interleavings —
-// that checks every k block a consumer reduces is the one the producer put in the stage, and that
+// is parsed, which take 64-channel tiles (the narrow-o form) and GEMMKIT_CONV_WGMMA_O_TILE, and a
+// step-by-step emulation of the ping-pong kernel's ring — the producer, the two consumer
+// warpgroups, their mbarriers with the hardware's parity waits, in random interleavings — that
+// checks every k block a consumer reduces is the one the producer put in the stage, and that
 // without the order turns between the consumers' mainloops it is not. Runs without a GPU.
 #include <gtest/gtest.h>
 
@@ -93,15 +94,109 @@ TEST(ConvImplicitWgmmaSchedule, SettingIsParsedOnce) {
   settings.env_wgmma_schedule = "cooperative";
   EXPECT_EQ(resolve_request(settings).wgmma_schedule, WgmmaScheduleChoice::cooperative);
   settings.env_wgmma_schedule = "ping-pong";
-  try {
-    resolve_request(settings);
-    ADD_FAILURE() << "no error for GEMMKIT_CONV_WGMMA_SCHEDULE=ping-pong";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("GEMMKIT_CONV_WGMMA_SCHEDULE"), std::string::npos) << what;
-    EXPECT_NE(what.find("'ping-pong'"), std::string::npos) << what;
-    EXPECT_NE(what.find("auto, cooperative, pingpong"), std::string::npos) << what;
+  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_SCHEDULE", "ping-pong",
+                       "auto, cooperative, pingpong");
+}
+
+TEST(ConvImplicitWgmmaSchedule, NarrowOTilesWhereOIsAtMost64) {
+  // ResNet-50 3x3 at 56x56, c = o = 64: 64-channel tiles, the consumers on half the positions each.
+  const Spec r50 = padded({8, 56, 56, 64}, {64, 3, 3, 64}, 1);
+  const ImplicitWgmmaPlan narrow =
+      implicit_wgmma_plan(make_problem(r50), kH200, kDefaultWorkspaceBytes);
+  EXPECT_EQ(narrow.block_o, kWgmmaConvNarrowBlockO) << to_string(narrow);
+  EXPECT_EQ(narrow.o_tiles, 1);
+  EXPECT_NE(to_string(narrow).find("tile=64x"), std::string::npos) << to_string(narrow);
+  EXPECT_EQ(implicit_wgmma_consumer_part(narrow, 1).first_column, narrow.block_n / 2);
+  // Forced 128: half of the tile's channels past o.
+  const ImplicitWgmmaPlan wide =
+      implicit_wgmma_plan(make_problem(r50), kH200, kDefaultWorkspaceBytes,
+                          WgmmaScheduleChoice::automatic, WgmmaOTileChoice::o128);
+  EXPECT_EQ(wide.block_o, kWgmmaConvBlockO);
+  EXPECT_EQ(wide.block_n, narrow.block_n);
+  EXPECT_DOUBLE_EQ(narrow.tile_efficiency, 2 * wide.tile_efficiency);
+  // ResNet-50 3x3 stride 2 (8 x 28 x 28 positions, c = o = 128): 56 tiles of 128 channels would
+  // split K in two through the workspace; 112 tiles of 64 channels in one chain cost less.
+  const Spec s2 = [] {
+    Spec s = padded({8, 56, 56, 128}, {128, 3, 3, 128}, 1);
+    s.params.stride = {2};
+    return s;
+  }();
+  const ImplicitWgmmaPlan s2_auto =
+      implicit_wgmma_plan(make_problem(s2), kH200, kDefaultWorkspaceBytes);
+  EXPECT_EQ(s2_auto.block_o, kWgmmaConvNarrowBlockO) << to_string(s2_auto);
+  EXPECT_EQ(s2_auto.o_tiles, 2);
+  EXPECT_EQ(s2_auto.k_segments, 1);
+  EXPECT_FALSE(s2_auto.split_parallel);
+  EXPECT_EQ(s2_auto.workspace_bytes, 0);
+  const ImplicitWgmmaPlan s2_wide =
+      implicit_wgmma_plan(make_problem(s2), kH200, kDefaultWorkspaceBytes,
+                          WgmmaScheduleChoice::automatic, WgmmaOTileChoice::o128);
+  EXPECT_EQ(s2_wide.block_o, kWgmmaConvBlockO);
+  EXPECT_GT(s2_wide.k_segments, 1) << to_string(s2_wide);
+  EXPECT_LT(implicit_wgmma_cost(s2_auto, s2_auto.tiles),
+            implicit_wgmma_cost(s2_wide, s2_wide.tiles));
+  // Segments or one chain (different bits) is decided per image: the same for any batch and
+  // workspace.
+  for (const int64_t n : {1, 2, 8, 64, 512}) {
+    for (const int64_t budget : {kDefaultWorkspaceBytes, int64_t{0}}) {
+      for (Spec layer : {s2, padded({1, 32, 32, 512}, {512, 3, 3, 512}, 1)}) {
+        const int expected = layer.w_shape[0] == 128 ? 1 : 4;
+        layer.x_shape[0] = n;
+        const ImplicitWgmmaPlan t = implicit_wgmma_plan(make_problem(layer), kH200, budget);
+        EXPECT_EQ(t.k_segments, expected)
+            << "n " << n << " budget " << budget << ": " << to_string(t);
+      }
+    }
   }
+  // Layers that keep 128-channel tiles (each measured slower in 64-channel ones): the VAE's
+  // 128-channel layer at 1024^2, wan-vae's c = o = 96 3-D layer, the VAE mid layer at 256^2 (four
+  // parallel reduction segments), whisper's conv1 (o = 1280).
+  for (const Spec& keep :
+       {padded({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1),
+        padded({1, 5, 128, 128, 96}, {96, 3, 3, 3, 96}, 1),
+        padded({1, 32, 32, 512}, {512, 3, 3, 512}, 1), padded({1, 3000, 128}, {1280, 3, 128}, 1)}) {
+    const ImplicitWgmmaPlan t =
+        implicit_wgmma_plan(make_problem(keep), kH200, kDefaultWorkspaceBytes);
+    EXPECT_EQ(t.block_o, kWgmmaConvBlockO) << to_string(t);
+  }
+  // Forced 64 drops the reduction segments.
+  const Spec mid = padded({1, 32, 32, 512}, {512, 3, 3, 512}, 1);
+  const ImplicitWgmmaPlan mid_narrow =
+      implicit_wgmma_plan(make_problem(mid), kH200, kDefaultWorkspaceBytes,
+                          WgmmaScheduleChoice::automatic, WgmmaOTileChoice::o64);
+  EXPECT_EQ(mid_narrow.block_o, kWgmmaConvNarrowBlockO);
+  EXPECT_EQ(mid_narrow.k_segments, 1);
+  EXPECT_FALSE(mid_narrow.split_parallel);
+  // The ping-pong schedule and transposed convolutions keep 128-channel tiles.
+  const Spec small_o = padded({1, 256, 256, 128}, {64, 3, 3, 128}, 1);
+  EXPECT_FALSE(implicit_wgmma_plan(make_problem(small_o), kH200, kDefaultWorkspaceBytes,
+                                   WgmmaScheduleChoice::pingpong, WgmmaOTileChoice::o64)
+                   .pingpong);
+  EXPECT_TRUE(implicit_wgmma_plan(make_problem(small_o), kH200, kDefaultWorkspaceBytes,
+                                  WgmmaScheduleChoice::pingpong, WgmmaOTileChoice::o128)
+                  .pingpong);
+  Spec transposed = padded({1, 64, 64, 256}, {64, 4, 4, 256}, 0);
+  transposed.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+  const ImplicitWgmmaPlan phased =
+      implicit_wgmma_plan(make_problem(transposed), kH200, kDefaultWorkspaceBytes,
+                          WgmmaScheduleChoice::automatic, WgmmaOTileChoice::o64);
+  EXPECT_EQ(phased.block_o, kWgmmaConvBlockO);
+
+  // Through selection, and the setting.
+  ConvRequest r = request_of("implicit", kDefaultWorkspaceBytes);
+  r.wgmma_o_tile = WgmmaOTileChoice::o64;
+  const ConvConfig c = select_conv_config(make_problem(mid), kH200, r);
+  ASSERT_EQ(c.path, ConvPath::implicit_wgmma) << to_string(c);
+  EXPECT_EQ(c.implicit_wgmma.block_o, kWgmmaConvNarrowBlockO);
+  EXPECT_NE(c.reason.find("tile=64x"), std::string::npos) << c.reason;
+  ConvRequestSettings settings;
+  EXPECT_EQ(resolve_request(settings).wgmma_o_tile, WgmmaOTileChoice::automatic);
+  settings.env_wgmma_o_tile = "64";
+  EXPECT_EQ(resolve_request(settings).wgmma_o_tile, WgmmaOTileChoice::o64);
+  settings.env_wgmma_o_tile = "128";
+  EXPECT_EQ(resolve_request(settings).wgmma_o_tile, WgmmaOTileChoice::o128);
+  settings.env_wgmma_o_tile = "32";
+  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_O_TILE", "32", "auto, 128, 64");
 }
 
 TEST(ConvImplicitWgmmaSchedule, RingSkipMatchesTheProducersOrder) {

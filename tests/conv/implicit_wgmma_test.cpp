@@ -67,8 +67,30 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
     EXPECT_EQ(t.phases[d], g.idil[d]);
     EXPECT_LE(int64_t{t.tile[d]} * t.stride[d], kWgmmaConvMaxBox);
   }
-  EXPECT_GE(t.o_tiles * kWgmmaConvBlockO, t.opg);
-  EXPECT_LT((t.o_tiles - 1) * kWgmmaConvBlockO, t.opg);
+  EXPECT_TRUE(t.block_o == kWgmmaConvBlockO || t.block_o == kWgmmaConvNarrowBlockO);
+  EXPECT_GE(t.o_tiles * t.block_o, t.opg);
+  EXPECT_LT((t.o_tiles - 1) * t.block_o, t.opg);
+  if (t.block_o == kWgmmaConvNarrowBlockO) {
+    // The narrow-o form: one chain over K, one stride phase, the cooperative schedule; the two
+    // consumers' positions tile the box, whole store chunks each.
+    EXPECT_EQ(t.k_segments, 1);
+    EXPECT_EQ(implicit_wgmma_phase_count(t), 1);
+    EXPECT_FALSE(t.pingpong);
+    for (int consumer = 0; consumer < 2; ++consumer) {
+      const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(t, consumer);
+      EXPECT_EQ(part.half, 0);
+      EXPECT_EQ(part.columns, t.block_n / 2);
+      EXPECT_EQ(part.first_column, consumer * t.block_n / 2);
+      EXPECT_EQ(part.first_column % kWgmmaConvStoreChunk, 0);
+    }
+  } else {
+    for (int consumer = 0; consumer < 2; ++consumer) {
+      const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(t, consumer);
+      EXPECT_EQ(part.half, consumer);
+      EXPECT_EQ(part.columns, t.block_n);
+      EXPECT_EQ(part.first_column, 0);
+    }
+  }
   EXPECT_EQ(t.base_tiles,
             g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles);
   EXPECT_EQ(t.k_blocks, t.taps * t.c_blocks);
@@ -223,7 +245,7 @@ TEST(ConvImplicitWgmma, TensorMapsMeetTmaRules) {
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
   const ConvGeometry g = normalize(p);
   const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200, kDefaultWorkspaceBytes);
-  for (const WgmmaConvMap& m : {implicit_wgmma_x_map(g, t), implicit_wgmma_w_map(g)}) {
+  for (const WgmmaConvMap& m : {implicit_wgmma_x_map(g, t), implicit_wgmma_w_map(g, t.block_o)}) {
     EXPECT_EQ(m.box[0] * 2, 128);  // one swizzled row
     int64_t rows = 1;
     for (int d = 0; d < 5; ++d) {
@@ -239,7 +261,7 @@ TEST(ConvImplicitWgmma, TensorMapsMeetTmaRules) {
       EXPECT_EQ(m.byte_strides[d] % 16, 0);
       EXPECT_GT(m.byte_strides[d], 0);
     }
-    EXPECT_TRUE(rows == t.block_n || rows == kWgmmaConvBlockO) << rows;
+    EXPECT_TRUE(rows == t.block_n || rows == t.block_o) << rows;
   }
   const WgmmaConvMap x = implicit_wgmma_x_map(g, t);
   EXPECT_EQ(x.element_strides[1], 2);
@@ -257,6 +279,7 @@ struct EmuCase {
   gemmkit_test::Layout x_layout, w_layout, out_layout;
   int block_n = 0;  // 0: as the plan chooses
   int64_t workspace_budget = kDefaultWorkspaceBytes;
+  WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic;  // with block_n: o64 or 128 channels
 };
 
 // A TMA box load on the host: box `m` of the 16-bit tensor at `base` from coordinates `c`
@@ -303,11 +326,15 @@ void emulate(const EmuCase& ec, int* tma_stores) {
   p.out = out.view();
   if (s.bias) p.bias = b.view();
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
-  const ImplicitWgmmaPlan base = ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n)
-                                            : implicit_wgmma_plan(p, kH200, ec.workspace_budget);
+  const int forced_block_o =
+      ec.o_tile == WgmmaOTileChoice::o64 ? kWgmmaConvNarrowBlockO : kWgmmaConvBlockO;
+  const ImplicitWgmmaPlan base =
+      ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n, {0, 0, 0}, 1, 0, forced_block_o)
+                 : implicit_wgmma_plan(p, kH200, ec.workspace_budget,
+                                       WgmmaScheduleChoice::automatic, ec.o_tile);
   expect_plan_valid(p, base, ec.name);
   const ConvGeometry g = normalize(p);
-  const WgmmaConvMap w_map = implicit_wgmma_w_map(g);
+  const WgmmaConvMap w_map = implicit_wgmma_w_map(g, base.block_o);
   const auto* x_base = static_cast<const unsigned char*>(p.x.data);
   const auto* w_base = static_cast<const unsigned char*>(p.weight.data);
 
@@ -330,7 +357,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
       }
       const WgmmaConvTile at = implicit_wgmma_tile(t, it.tile);
       std::vector<double>& acc = tile_acc[it.tile];
-      acc.resize(static_cast<std::size_t>(kWgmmaConvBlockO * t.block_n), 0.0);
+      acc.resize(static_cast<std::size_t>(t.block_o * t.block_n), 0.0);
       std::vector<int>& times = reduced[it.tile];
       times.resize(static_cast<std::size_t>(t.k_blocks), 0);
       // The producer's walk (adds and compares) gives the coordinates kb decodes to.
@@ -345,9 +372,9 @@ void emulate(const EmuCase& ec, int* tma_stores) {
         implicit_wgmma_k_next(t, cursor);
         const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
         const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
-        ASSERT_EQ(wb.size(), static_cast<std::size_t>(kWgmmaConvBlockO * kWgmmaConvBlockK));
+        ASSERT_EQ(wb.size(), static_cast<std::size_t>(t.block_o * kWgmmaConvBlockK));
         ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * kWgmmaConvBlockK));
-        for (int o = 0; o < kWgmmaConvBlockO; ++o) {
+        for (int o = 0; o < t.block_o; ++o) {
           for (int col = 0; col < t.block_n; ++col) {
             double sum = 0;
             for (int e = 0; e < kWgmmaConvBlockK; ++e) {
@@ -367,14 +394,17 @@ void emulate(const EmuCase& ec, int* tma_stores) {
       const WgmmaConvTile at = implicit_wgmma_tile(t, tile);
       if (t.tma_store) {
         // TMA stores of the staged chunks through the out map: box element (channel i0, i1, i2,
-        // i3) of chunk q of consumer cw is accumulator row 64 cw + i0, column 64 q + the
-        // element's place in box order; what lies outside the map is dropped.
+        // i3) of chunk q of consumer cw (channel half h, its columns from first_column) is
+        // accumulator row 64 h + i0, column 64 q + the element's place in box order; what lies
+        // outside the map is dropped.
         const WgmmaConvMap m = implicit_wgmma_out_map(t, p.out_channels);
         for (int cw = 0; cw < 2; ++cw) {
-          if (at.o_tile * kWgmmaConvBlockO + 64 * cw >= t.opg) continue;  // past the group
-          for (int q = 0; q < t.block_n / kWgmmaConvStoreChunk; ++q) {
+          const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(t, cw);
+          if (at.o_tile * t.block_o + 64 * part.half >= t.opg) continue;  // past the group
+          const int first = part.first_column / kWgmmaConvStoreChunk;
+          for (int q = first; q < first + part.columns / kWgmmaConvStoreChunk; ++q) {
             int32_t c[5];
-            implicit_wgmma_store_coords(t, at, cw, q, c);
+            implicit_wgmma_store_coords(t, at, part.half, q, c);
             for (int i3 = 0; i3 < m.box[3]; ++i3)
               for (int i2 = 0; i2 < m.box[2]; ++i2)
                 for (int i1 = 0; i1 < m.box[1]; ++i1)
@@ -388,7 +418,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
                       bytes += coord[d] * (d == 0 ? 2 : m.byte_strides[d - 1]);
                     }
                     if (!inside) continue;
-                    const int row = 64 * cw + i0;
+                    const int row = 64 * part.half + i0;
                     const int col = q * kWgmmaConvStoreChunk + i1 + m.box[1] * (i2 + m.box[2] * i3);
                     double v = acc[static_cast<std::size_t>(row * t.block_n + col)];
                     if (t.has_bias) v += b.at({coord[0]});
@@ -406,8 +436,8 @@ void emulate(const EmuCase& ec, int* tma_stores) {
         if (!implicit_wgmma_position(t, at, col, position)) continue;
         const int64_t at_out =
             implicit_wgmma_tile_out_base(t, at) + implicit_wgmma_position_offset(t, position);
-        for (int o = 0; o < kWgmmaConvBlockO; ++o) {
-          const int64_t row = at.o_tile * kWgmmaConvBlockO + o;
+        for (int o = 0; o < t.block_o; ++o) {
+          const int64_t row = at.o_tile * t.block_o + o;
           if (row >= t.opg) continue;
           double v = acc[static_cast<std::size_t>(o * t.block_n + col)];
           if (t.has_bias) v += b.at({at.group * t.opg + row});
@@ -549,6 +579,43 @@ std::vector<EmuCase> emulation_cases() {
   add("transposed 3-D k2 s2", {1, 3, 4, 3, 8}, {8, 2, 2, 2, 8}, [](EmuCase& c) {
     c.spec.params = conv_transpose_params({2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1);
   });
+  add("o 12 in 128-channel tiles (forced), bias", {2, 9, 11, 16}, {12, 3, 3, 16}, [](EmuCase& c) {
+    c.spec.params.padding_lo = {1};
+    c.spec.params.padding_hi = {1};
+    c.spec.bias = true;
+    c.o_tile = WgmmaOTileChoice::o128;
+  });
+  add("narrow-o forced at o 136 (3 channel tiles, a tail), bias, 16-bit out by TMA", {2, 9, 11, 16},
+      {136, 3, 3, 16}, [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.bias = true;
+        c.o_tile = WgmmaOTileChoice::o64;
+      });
+  add("narrow-o forced, 256 positions, o 100, f32 out, stride 2", {1, 40, 37, 64}, {100, 3, 3, 64},
+      [](EmuCase& c) {
+        c.spec.out_dtype = DType::f32;
+        c.spec.params.stride = {2};
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {0};
+        c.block_n = 256;
+        c.o_tile = WgmmaOTileChoice::o64;
+      });
+  add("narrow-o at o 64 (auto), 128 positions, 3d", {1, 3, 10, 13, 72}, {64, 3, 3, 3, 72},
+      [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.block_n = 128;
+        c.o_tile = WgmmaOTileChoice::o64;
+      });
+  add("narrow-o, groups 2 with o/g 96 (a channel tile past the group), f32 out", {1, 9, 10, 128},
+      {192, 3, 3, 64}, [](EmuCase& c) {
+        c.spec.params.groups = 2;
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.out_dtype = DType::f32;
+        c.o_tile = WgmmaOTileChoice::o64;
+      });
   add("input dilation without flip, kernel dilation 3, asymmetric padding", {1, 7, 6, 8},
       {9, 3, 2, 8}, [](EmuCase& c) {
         c.spec.params.input_dilation = {2, 2};
@@ -648,13 +715,7 @@ TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
   settings.env_implicit = "wgmma";
   EXPECT_EQ(resolve_request(settings).implicit, ImplicitChoice::wgmma);
   settings.env_implicit = "fast";
-  try {
-    resolve_request(settings);
-    ADD_FAILURE() << "no error for GEMMKIT_CONV_IMPLICIT=fast";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("GEMMKIT_CONV_IMPLICIT"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("auto, wgmma, mma"), std::string::npos) << e.what();
-  }
+  expect_setting_error(settings, "GEMMKIT_CONV_IMPLICIT", "fast", "auto, wgmma, mma");
 }
 
 // A transposed convolution's stride phases share persistent grids: conv-models'

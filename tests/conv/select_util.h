@@ -54,6 +54,21 @@ inline ConvRequest resolve(const std::string& option_algo, const std::string& en
   return resolve_request(s);
 }
 
+// resolve_request(settings) must throw an Error naming the setting `variable`, its quoted `value`
+// and the `names` it may take.
+inline void expect_setting_error(const ConvRequestSettings& settings, const std::string& variable,
+                                 const std::string& value, const std::string& names) {
+  try {
+    resolve_request(settings);
+    ADD_FAILURE() << "no error for " << variable << "=" << value;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(variable), std::string::npos) << what;
+    EXPECT_NE(what.find("'" + value + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find(names), std::string::npos) << what;
+  }
+}
+
 // The request of options.algo `algo` and options.workspace_bytes `workspace` with
 // GEMMKIT_CONV_SMALL_O = `small_o` and GEMMKIT_CONV_DEPTHWISE = `depthwise`.
 inline ConvRequest request_of(const std::string& algo, int64_t workspace,

@@ -124,9 +124,10 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
   const std::string no_wgmma = request.implicit == ImplicitChoice::mma
                                    ? std::string("GEMMKIT_CONV_IMPLICIT is mma")
                                    : why_not_implicit_wgmma(p, dev);
-  const ImplicitWgmmaPlan wgmma = no_wgmma.empty()
-                                      ? implicit_wgmma_plan(p, dev, budget, request.wgmma_schedule)
-                                      : ImplicitWgmmaPlan{};
+  const ImplicitWgmmaPlan wgmma =
+      no_wgmma.empty()
+          ? implicit_wgmma_plan(p, dev, budget, request.wgmma_schedule, request.wgmma_o_tile)
+          : ImplicitWgmmaPlan{};
   const auto implicit_choice = [&](const std::string& reason) {
     if (no_wgmma.empty() && (request.implicit == ImplicitChoice::wgmma || !no_implicit.empty() ||
                              prefer_implicit_wgmma(wgmma, implicit))) {

@@ -5,10 +5,11 @@
 // bias, position, channel and reduction tails, strided x / out views, the reduction in k
 // segments) on every dtype pair,
 // against the double reference and the CPU backend, outputs poisoned before each run; the same
-// bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, from the ping-pong
-// schedule (wgmma_pingpong.cuh; on grids of 1, 3 and the plan's) against the cooperative one, and
-// for each image alone against the batch (batch invariance), parallel against chained segments;
-// VAE layers.
+// bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, from 64- and
+// 128-channel tiles (the narrow-o form against the two consumers on channel halves), from the
+// ping-pong schedule (wgmma_pingpong.cuh; on grids of 1, 3 and the plan's) against the cooperative
+// one, and for each image alone against the batch (batch invariance), parallel against chained
+// segments; VAE layers.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -55,12 +56,21 @@ bool on_hopper() {
   GEMMKIT_REQUIRE_GPU();         \
   if (!on_hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a"
 
-ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0) {
+// The plan auto makes (block_n 0), or the one-chain plan of block_n positions and block_o
+// channels per tile.
+ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0,
+                               int block_o = cuda::conv_impl::kWgmmaConvBlockO) {
   const cuda::conv_impl::DeviceDescription dev = cuda::conv_impl::describe_device(0);
   EXPECT_EQ(cuda::conv_impl::why_not_implicit_wgmma(p, dev), "");
-  return block_n ? cuda::conv_impl::implicit_wgmma_plan_for(p, dev, block_n)
-                 : cuda::conv_impl::implicit_wgmma_plan(p, dev,
-                                                        cuda::conv_impl::kDefaultWorkspaceBytes);
+  return block_n
+             ? cuda::conv_impl::implicit_wgmma_plan_for(p, dev, block_n, {0, 0, 0}, 1, 0, block_o)
+             : cuda::conv_impl::implicit_wgmma_plan(p, dev,
+                                                    cuda::conv_impl::kDefaultWorkspaceBytes);
+}
+
+// Whether p can take 64-channel tiles (one stride phase).
+bool narrow_o_applies(const ImplicitWgmmaPlan& plan) {
+  return cuda::conv_impl::implicit_wgmma_phase_count(plan) == 1;
 }
 
 void launch_and_wait(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan) {
@@ -90,6 +100,14 @@ std::vector<Case> matrix() {
   {
     Case c = conv_spec("2d 3x3 pad 1 c64 o136 bias (position and channel tails)", {2, 19, 21, 64},
                        {136, 3, 3, 64});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c =
+        conv_spec("2d 3x3 pad 1 c64 o64 bias (64-channel tiles)", {2, 20, 18, 64}, {64, 3, 3, 64});
     c.params.padding_lo = {1};
     c.params.padding_hi = {1};
     c.bias = true;
@@ -251,6 +269,15 @@ void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
   const ImplicitWgmmaPlan other = plan_or_fail(p, plan.block_n == 256 ? 128 : 256);
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(other)))
       << what << ": " << other.block_n << "-position tiles differ";
+  if (narrow_o_applies(plan)) {
+    // The other channel width per tile, at both tile widths.
+    const int other_o = plan.block_o == 64 ? 128 : 64;
+    for (const int block_n : {128, 256}) {
+      const ImplicitWgmmaPlan o = plan_or_fail(p, block_n, other_o);
+      EXPECT_TRUE(gemmkit_test::same_bits(first, run(o)))
+          << what << ": " << cuda::conv_impl::to_string(o) << " differs";
+    }
+  }
   // The ping-pong schedule: the same bits, each consumer warpgroup on one or many tiles.
   for (const int64_t grid : {int64_t{0}, int64_t{3}, int64_t{1}}) {
     const std::optional<ImplicitWgmmaPlan> pp = pingpong_plan(p, grid);
@@ -273,14 +300,15 @@ TEST(GpuConvImplicitWgmma, ParameterMatrix) {
 }
 
 // Small cases of the matrix (2-D padded with tails, strided with groups, 3-D, cropped, transposed)
-// with both tile widths and the ping-pong schedule, sized for compute-sanitizer (scripts/device.sh
+// with both tile widths, both channel widths and the ping-pong schedule, sized for
+// compute-sanitizer (scripts/device.sh
 // runs every *Sanitize* test under memcheck, racecheck and synccheck).
 TEST(GpuConvSanitize, ImplicitWgmma) {
   GEMMKIT_REQUIRE_HOPPER();
   const std::vector<Case> cases = matrix();
   uint64_t seed = 9500;
-  for (const std::size_t i : {std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{6},
-                              std::size_t{12}, std::size_t{15}, cases.size() - 2}) {
+  for (const std::size_t i : {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{5},
+                              std::size_t{7}, std::size_t{13}, std::size_t{16}, cases.size() - 2}) {
     const Case& c = cases.at(i);
     PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
     const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
@@ -288,6 +316,10 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
     // Both tile widths, or (the k-split case) the parallel and the chained segments.
     const ImplicitWgmmaPlan chosen = plan_or_fail(p);
     std::vector<ImplicitWgmmaPlan> plans{plan_or_fail(p, 128), plan_or_fail(p, 256)};
+    if (narrow_o_applies(chosen)) {
+      plans.push_back(plan_or_fail(p, 128, 64));
+      plans.push_back(plan_or_fail(p, 256, 64));
+    }
     if (const std::optional<ImplicitWgmmaPlan> pp = pingpong_plan(p, 3)) plans.push_back(*pp);
     if (chosen.k_segments > 1) {
       plans = {chosen,
@@ -303,8 +335,9 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
 }
 
 // Each image of a batch alone gives the bytes it has inside the batch: a batch of 3 of one chain
-// per output, and a batch of 5 small images whose reduction runs in segments, in parallel for an
-// image alone and chained in the CTA for the batch (its tiles fill the machine).
+// per output, a batch of 5 small images whose reduction runs in segments, in parallel for an
+// image alone and chained in the CTA for the batch (its tiles fill the machine), and a batch of 4
+// in 64-channel tiles.
 void expect_batch_invariant(int64_t n, int64_t h, int64_t wd, int64_t c, int64_t o, uint64_t seed) {
   SCOPED_TRACE("batch " + std::to_string(n) + " of " + std::to_string(h) + "x" +
                std::to_string(wd) + " c" + std::to_string(c) + " o" + std::to_string(o));
@@ -347,6 +380,9 @@ TEST(GpuConvImplicitWgmma, BatchInvariant) {
   GEMMKIT_REQUIRE_HOPPER();
   expect_batch_invariant(3, 37, 45, 128, 192, 81);
   expect_batch_invariant(5, 32, 32, 512, 512, 84);
+  // Small images whose 128-channel tiles would split K: one chain of 64-channel tiles instead,
+  // for an image alone as in the batch.
+  expect_batch_invariant(4, 28, 28, 128, 128, 87);
 }
 
 // A VAE layer (size x size x 512 -> 512, 3x3, bias) against the double reference and the CPU

@@ -55,12 +55,19 @@ enum class ImplicitChoice : int { automatic = 0, wgmma = 1, mma = 2 };
 // the plan allows it (one reduction segment, TMA stores), else cooperative.
 enum class WgmmaScheduleChoice : int { automatic = 0, cooperative = 1, pingpong = 2 };
 
+// GEMMKIT_CONV_WGMMA_O_TILE: output channels per tile of the Hopper implicit GEMM. automatic: 64
+// (the narrow-o form) where o / groups <= 64 and K is one reduction segment, else 128
+// (implicit_wgmma_narrow_o in wgmma_plan.h); o128: 128 always; o64: 64 wherever the problem is
+// one stride phase (no input dilation), its K one chain.
+enum class WgmmaOTileChoice : int { automatic = 0, o128 = 1, o64 = 2 };
+
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
                                                  "gemm", "implicit", "reference"};
 inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
 inline constexpr const char* kSmallOChoiceNames[] = {"auto", "tma", "taps", "mma", "cuda"};
 inline constexpr const char* kImplicitChoiceNames[] = {"auto", "wgmma", "mma"};
 inline constexpr const char* kWgmmaScheduleChoiceNames[] = {"auto", "cooperative", "pingpong"};
+inline constexpr const char* kWgmmaOTileChoiceNames[] = {"auto", "128", "64"};
 
 inline const char* algo_name(ConvAlgo algo) {
   return enum_name(algo, kConvAlgoNames);
@@ -110,6 +117,7 @@ struct ConvRequest {
   DepthwiseChoice depthwise = DepthwiseChoice::automatic;
   ImplicitChoice implicit = ImplicitChoice::automatic;
   WgmmaScheduleChoice wgmma_schedule = WgmmaScheduleChoice::automatic;
+  WgmmaOTileChoice wgmma_o_tile = WgmmaOTileChoice::automatic;
   // Deterministic mode (options.deterministic 1, or -1 with GEMMKIT_DETERMINISTIC=1): every
   // choice a pure function of the problem, the request and the device description. The static
   // selection runs (no race), cuDNN takes its heuristic's engine (not timed), and a path that
@@ -137,6 +145,7 @@ struct ConvRequestSettings {
   std::string env_depthwise;       // GEMMKIT_CONV_DEPTHWISE: auto | mma | staged | blocked
   std::string env_implicit;        // GEMMKIT_CONV_IMPLICIT: auto | wgmma | mma
   std::string env_wgmma_schedule;  // GEMMKIT_CONV_WGMMA_SCHEDULE: auto | cooperative | pingpong
+  std::string env_wgmma_o_tile;    // GEMMKIT_CONV_WGMMA_O_TILE: auto | 128 | 64
   // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
   // before this; here they count as on).
   int option_deterministic = -1;
@@ -168,6 +177,8 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
   parse_choice_setting("GEMMKIT_CONV_IMPLICIT", s.env_implicit, kImplicitChoiceNames, r.implicit);
   parse_choice_setting("GEMMKIT_CONV_WGMMA_SCHEDULE", s.env_wgmma_schedule,
                        kWgmmaScheduleChoiceNames, r.wgmma_schedule);
+  parse_choice_setting("GEMMKIT_CONV_WGMMA_O_TILE", s.env_wgmma_o_tile, kWgmmaOTileChoiceNames,
+                       r.wgmma_o_tile);
   if (s.option_workspace >= 0) {
     r.workspace_bytes = s.option_workspace;
   } else if (!s.env_workspace_mb.empty()) {
@@ -204,6 +215,7 @@ inline ConvRequestSettings request_settings(const std::string& option_algo,
   s.env_depthwise = detail::env_setting("GEMMKIT_CONV_DEPTHWISE");
   s.env_implicit = detail::env_setting("GEMMKIT_CONV_IMPLICIT");
   s.env_wgmma_schedule = detail::env_setting("GEMMKIT_CONV_WGMMA_SCHEDULE");
+  s.env_wgmma_o_tile = detail::env_setting("GEMMKIT_CONV_WGMMA_O_TILE");
   return s;
 }
 

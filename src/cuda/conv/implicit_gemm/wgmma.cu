@@ -1,6 +1,7 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation,
 // weight and (TMA-store epilogue) out tensor maps of the plan, picks the instantiation (input
-// dtype, output dtype, positions per tile, epilogue, schedule: cooperative or ping-pong), raises
+// dtype, output dtype, positions and channels per tile, epilogue, schedule: cooperative or
+// ping-pong), raises
 // the kernel's shared memory limit once per device and launches the persistent grid: once, or for
 // a transposed convolution once per group of up to 4 stride phases (the phases kernel,
 // wgmma_phases.cuh) or per phase where a group holds one.
@@ -29,14 +30,15 @@ CUtensorMap encode(const void* base, const WgmmaConvMap& m) {
   return tensor_map_16bit_sw128(base, 5, m.dims, m.byte_strides, m.box, m.element_strides);
 }
 
-template <typename T, typename TOut, int kBN, bool kTmaStore, bool kSegmented>
+template <typename T, typename TOut, int kBN, bool kTmaStore, bool kSegmented, bool kNarrowO>
 void launch_typed(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                   const CUtensorMap& x_map, const CUtensorMap& w_map, const CUtensorMap& out_map,
                   cudaStream_t stream) {
   constexpr int kStages = implicit_wgmma_stages(kBN);
   constexpr int64_t kSmem = implicit_wgmma_smem_bytes(kBN, kStages, kTmaStore);
   static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = conv_implicit_wgmma_kernel<T, TOut, kBN, kStages, kTmaStore, kSegmented>;
+  const auto kernel =
+      conv_implicit_wgmma_kernel<T, TOut, kBN, kStages, kTmaStore, kSegmented, kNarrowO>;
   allow_shared_memory(kernel, kSmem, smem_set);
   const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
   TOut* const out = static_cast<TOut*>(p.out.data);
@@ -84,10 +86,14 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
     constexpr bool kTma = decltype(tma_tag)::value;
     if constexpr (kBN == 128) {
       if (plan.k_segments > 1) {
-        return launch_typed<T, TOut, kBN, kTma, true>(p, plan, x_map, w_map, out_map, stream);
+        return launch_typed<T, TOut, kBN, kTma, true, false>(p, plan, x_map, w_map, out_map,
+                                                             stream);
       }
     }
-    launch_typed<T, TOut, kBN, kTma, false>(p, plan, x_map, w_map, out_map, stream);
+    if (plan.block_o == kWgmmaConvNarrowBlockO) {
+      return launch_typed<T, TOut, kBN, kTma, false, true>(p, plan, x_map, w_map, out_map, stream);
+    }
+    launch_typed<T, TOut, kBN, kTma, false, false>(p, plan, x_map, w_map, out_map, stream);
   };
   if constexpr (sizeof(TOut) == 2) {
     if (plan.tma_store) {
@@ -169,14 +175,18 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
       (plan.k_segments > 1 && implicit_wgmma_phase_count(plan) > 1) ||
       (plan.split_parallel && (plan.k_segments <= 1 || plan.tma_store)) ||
       (plan.split_parallel && plan.base_tiles * (plan.block_n / 8) > kMaxGridX) ||
-      (plan.pingpong && !implicit_wgmma_can_pingpong(plan))) {
+      (plan.pingpong && !implicit_wgmma_can_pingpong(plan)) ||
+      (plan.block_o != kWgmmaConvBlockO && plan.block_o != kWgmmaConvNarrowBlockO) ||
+      (plan.block_o == kWgmmaConvNarrowBlockO &&
+       (plan.k_segments > 1 || implicit_wgmma_phase_count(plan) > 1))) {
     throw Error("gemmkit::conv: internal error: wgmma implicit-GEMM plan with grid " +
                 std::to_string(plan.grid) + ", block_n " + std::to_string(plan.block_n) +
-                ", stages " + std::to_string(plan.stages) + ", k_blocks " +
-                std::to_string(plan.k_blocks) + (plan.pingpong ? ", ping-pong" : ""));
+                ", block_o " + std::to_string(plan.block_o) + ", stages " +
+                std::to_string(plan.stages) + ", k_blocks " + std::to_string(plan.k_blocks) +
+                (plan.pingpong ? ", ping-pong" : ""));
   }
   const ConvGeometry g = normalize(p);
-  const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g));
+  const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g, plan.block_o));
   // A transposed convolution: its stride phases (each a dense convolution of x whose outputs are
   // every s-th position of out), phase 0's plan given, the others planned alike, in launch groups
   // of up to kWgmmaConvMaxMergedPhases phases sharing one persistent grid.

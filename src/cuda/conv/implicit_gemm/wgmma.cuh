@@ -10,9 +10,12 @@
 //
 // Structure (the cooperative schedule; wgmma_pingpong.cuh is the other, the pieces both share are
 // in wgmma_parts.cuh): one producer warpgroup (one thread issues the TMA loads of the weight box
-// 128 x 64 and the activation box block_n x 64 of each k block into a ring of kStages stages,
-// 128-byte swizzle) and two consumer warpgroups (64 output channels each of the same tile) over a
-// persistent grid: CTA b takes tiles b, b + grid, ... Consumers keep one k block's MMAs in flight
+// block_o x 64 and the activation box block_n x 64 of each k block into a ring of kStages stages,
+// 128-byte swizzle) and two consumer warpgroups over a persistent grid: CTA b takes tiles b,
+// b + grid, ... The consumers split a tile by channels (64 each over all positions) or, in the
+// narrow-o form (kNarrowO: 64-channel tiles for o / groups <= 64), by positions (the tile's 64
+// channels each, over block_n / 2 positions): the same chains either way. Consumers keep one k
+// block's MMAs in flight
 // (wait_group 1) and
 // free its stage when the next block's are issued; the epilogue of a tile overlaps the producer's
 // loads of the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its
@@ -40,7 +43,9 @@ namespace gemmkit::cuda::conv_impl {
 
 // kSegmented (block_n 128 only): the reduction in plan.k_segments segments, chained in the CTA or,
 // split_parallel, one segment per work item with fp32 partials to `partials` for the fold kernel.
-template <typename T, typename TOut, int kBN, int kStages, bool kTmaStore, bool kSegmented>
+// kNarrowO (not with kSegmented): plan.block_o is 64, each consumer on half of the positions.
+template <typename T, typename TOut, int kBN, int kStages, bool kTmaStore, bool kSegmented,
+          bool kNarrowO>
 __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     conv_implicit_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
                                const __grid_constant__ CUtensorMap w_map,
@@ -49,7 +54,10 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
                                TOut* out, float4* partials) {
   static_assert(!kTmaStore || sizeof(TOut) == 2, "TMA stores of 16-bit out");
   static_assert(!kSegmented || kBN == 128, "segments with 128-position tiles (registers)");
-  constexpr int kRegs = kBN / 2;
+  static_assert(!(kSegmented && kNarrowO), "the narrow-o form reduces K in one chain");
+  // Positions per consumer warpgroup (the N of its MMAs) and its accumulators per thread.
+  constexpr int kN = kNarrowO ? kBN / 2 : kBN;
+  constexpr int kRegs = kN / 2;
   extern __shared__ __align__(1024) char shared_raw[];
   const wgmma_conv_detail::SharedLayout<kBN, kStages, kTmaStore> smem(shared_raw);
   uint64_t* const full = smem.full();
@@ -67,6 +75,11 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   const int consumer = warpgroup - 1;
   const int t = static_cast<int>(threadIdx.x % 128);
   [[maybe_unused]] const int warp = t / 32, lane = t % 32;
+  const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(plan, consumer);
+  // This warpgroup's operands in a stage: its 64 weight rows and its positions' activation rows
+  // (128 bytes each).
+  const int weight_offset = kNarrowO ? 0 : consumer * 64 * 128;
+  const int activation_offset = kNarrowO ? consumer * kN * 128 : 0;
   WgmmaConvRing<kStages> at;
   uint32_t store_turn = 0;
   float acc[kRegs];
@@ -79,8 +92,9 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     bool have_total = false;  // chained: total holds the segments before the current one
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
-      wgmma_conv_detail::mma_block<T, kBN>(acc, smem.weight_box(at.stage) + consumer * 64 * 128,
-                                           smem.activation_box(at.stage), in_segment == 0);
+      wgmma_conv_detail::mma_block<T, kN>(acc, smem.weight_box(at.stage) + weight_offset,
+                                          smem.activation_box(at.stage) + activation_offset,
+                                          in_segment == 0);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();
       if (previous >= 0 && t == 0) ptx::mbarrier_arrive(&empty[previous]);
@@ -122,15 +136,15 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       }
     }
 
-    // Epilogue: bias, one rounding, the stores of this warpgroup's 64 channels.
+    // Epilogue: bias, one rounding, the stores of this warpgroup's 64 channels and positions.
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
     if constexpr (kTmaStore) {
-      wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, consumer, acc,
-                                                         bias, smem.staging(consumer), 1 + consumer,
-                                                         t, store_turn);
+      wgmma_conv_detail::store_half_by_tma<T, TOut, kN>(
+          &out_map, plan, tile_at, part.half, part.first_column, acc, bias, smem.staging(consumer),
+          1 + consumer, t, store_turn);
     } else {
-      wgmma_conv_detail::store_half_elements<T, TOut, kBN>(plan, tile_at, consumer, acc, bias, warp,
-                                                           lane, out);
+      wgmma_conv_detail::store_half_elements<T, TOut, kN>(
+          plan, tile_at, part.half, part.first_column, acc, bias, warp, lane, out);
     }
   }
   if constexpr (kTmaStore) {
@@ -159,12 +173,12 @@ __global__ void __launch_bounds__(256)
   }
   const WgmmaConvTile at = implicit_wgmma_tile(plan, tile);
   const int consumer = thread / 128, t = thread % 128, warp = t / 32, lane = t % 32;
-  const int32_t row0 = wgmma_conv_detail::fragment_row0(at, consumer, warp, lane);
+  const int32_t row0 = wgmma_conv_detail::fragment_row0(plan, at, consumer, warp, lane);
   bool row_ok[2];
   float bias_value[2];
   wgmma_conv_detail::load_bias_rows(plan, at, row0, bias, bias_value, row_ok);
   const float v[4] = {sum.x, sum.y, sum.z, sum.w};
-  wgmma_conv_detail::store_elements(plan, at, row0, j, lane, v, bias_value, row_ok, out);
+  wgmma_conv_detail::store_elements(plan, at, row0, 0, j, lane, v, bias_value, row_ok, out);
 }
 
 }  // namespace gemmkit::cuda::conv_impl

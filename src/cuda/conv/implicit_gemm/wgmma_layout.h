@@ -1,12 +1,12 @@
-// Tile constants, the launch plan (ImplicitWgmmaPlan) and the index helpers of the Hopper
-// implicit-GEMM convolution kernel (wgmma.cuh). The plan is filled by implicit_wgmma_plan
-// (wgmma_plan.h) and held in ConvConfig from selection to the launch. The GEMMKIT_CONV_HD helpers
-// are the ones the kernel calls, so the host tests that emulate its TMA boxes and MMAs exercise
-// the device's index arithmetic. Pure and header-only.
+// Tile constants, the launch plan (ImplicitWgmmaPlan), the stride phases' geometry and the index
+// helpers of the Hopper implicit-GEMM convolution kernel (wgmma.cuh). The plan is filled by
+// implicit_wgmma_plan (wgmma_plan.h) and held in ConvConfig from selection to the launch. The
+// GEMMKIT_CONV_HD helpers are the ones the kernel calls, so the host tests that emulate its TMA
+// boxes and MMAs exercise the device's index arithmetic. Pure and header-only.
 //
-// GEMM view, per group g: M = the group's output channels (weight rows: the MMA's M side, 64 per
-// consumer warpgroup, kWgmmaConvBlockO per tile), N = output positions (a tile is a box of
-// tile_w x tile_h x tile_d positions of one image, kBN in all), K = taps x channel blocks of 64
+// GEMM view, per group g: M = the group's output channels (weight rows: the MMA's M side, block_o
+// per tile), N = output positions (a tile is a box of tile_w x tile_h x tile_d positions of one
+// image, kBN in all), K = taps x channel blocks of 64
 // (tap-major: for each window tap, the group's channels in blocks of 64, zero-filled past
 // c / groups). Both operands reach shared memory as TMA boxes of the tensors themselves, 5-D maps
 // innermost first:
@@ -15,7 +15,11 @@
 //           exactly the inputs one tap reads for the tile's positions, one 128-byte row (64
 //           channels) per position; padding and cropping are out-of-bounds (or in-bounds) box
 //           coordinates, read as zeros by TMA;
-//   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, kWgmmaConvBlockO).
+//   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, block_o).
+// A tile's two consumer warpgroups split it by channels (block_o 128: 64 channels each, over all
+// kBN positions) or, in the narrow-o form (block_o 64, for o / groups <= 64, where half of a
+// 128-channel tile's MMAs would multiply zero rows), by positions (both on the tile's 64
+// channels, each on kBN / 2 of its positions); implicit_wgmma_consumer_part says which.
 //
 // Transposed convolutions (input dilation s, stride 1) run as stride phases, up to 4 per launch:
 // the outputs q = ph + s * u of phase ph (per dim) read only the taps t with ph + t * kdil - pad_lo
@@ -33,9 +37,10 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-constexpr int kWgmmaConvBlockO = 128;   // output channels per tile: two consumer warpgroups of 64
-constexpr int kWgmmaConvBlockK = 64;    // channels per k block: one 128-byte swizzled row
-constexpr int kWgmmaConvThreads = 384;  // one producer and two consumer warpgroups
+constexpr int kWgmmaConvBlockO = 128;  // output channels per tile: two consumer warpgroups of 64
+constexpr int kWgmmaConvNarrowBlockO = 64;  // the narrow-o form's: both warpgroups on 64 channels
+constexpr int kWgmmaConvBlockK = 64;        // channels per k block: one 128-byte swizzled row
+constexpr int kWgmmaConvThreads = 384;      // one producer and two consumer warpgroups
 // TMA limits the plan respects: box extents, traversal strides.
 constexpr int kWgmmaConvMaxBox = 256;
 constexpr int kWgmmaConvMaxStride = 8;
@@ -47,8 +52,9 @@ constexpr int kWgmmaConvStoreChunk = 64;
 constexpr int kWgmmaConvChunkBytes = kWgmmaConvStoreChunk * 64 * 2;
 constexpr int64_t kWgmmaConvStagingBytes = int64_t{2} * 2 * kWgmmaConvChunkBytes;
 
-// Shared memory of a (kBN, stages) instance: 1024 bytes of alignment slack, the stages (weight box
-// 128 x 64 and activation box kBN x 64, 16-bit), the store staging where the epilogue stores by
+// Shared memory of a (kBN, stages) instance: 1024 bytes of alignment slack, the stages (room for a
+// weight box of 128 x 64, of which the narrow-o form fills 64 rows, and the activation box
+// kBN x 64, 16-bit), the store staging where the epilogue stores by
 // TMA, then full and empty mbarriers per stage and the two order mbarriers of the ping-pong
 // schedule.
 constexpr int64_t implicit_wgmma_stage_bytes(int block_n) {
@@ -104,8 +110,11 @@ struct ImplicitWgmmaPlan {
   bool split_parallel = false;
   int64_t workspace_bytes = 0;  // split_parallel: k_segments x base_tiles partial tiles
 
-  // Tiles: tile[d] positions along spatial dim d (d, h, w), product block_n; tiles_of[d] of them.
+  // Tiles: tile[d] positions along spatial dim d (d, h, w), product block_n; tiles_of[d] of them;
+  // block_o output channels (kWgmmaConvBlockO, or kWgmmaConvNarrowBlockO: the narrow-o form, one
+  // reduction segment, a single stride phase and the cooperative schedule only).
   int block_n = 256;
+  int32_t block_o = kWgmmaConvBlockO;
   int stages = 4;
   int32_t tile[kDims] = {1, 1, 1};
   int32_t tile_shift[kDims] = {0, 0, 0};  // log2(tile[d]): every extent is a power of two
@@ -121,6 +130,57 @@ struct ImplicitWgmmaPlan {
   double tile_efficiency = 0.0;
   double efficiency = 0.0;
 };
+
+// ---- Stride phases -----------------------------------------------------------------------------
+
+// Most stride phases (launches) a transposed convolution runs as.
+constexpr int64_t kWgmmaConvMaxPhases = 64;
+
+// Spatial dim d of phase `ph` (0 <= ph < idil[d]; 0 without input dilation) in dense stride-1
+// terms (wgmma_layout.h): the window taps it reads, x's padding and step per tap, the weight tap
+// of the first and its step, and where its outputs go in out.
+struct WgmmaConvPhaseDim {
+  int64_t taps = 0;  // 0: no tap of the phase meets an input element
+  int64_t stride = 1, pad_lo = 0, x_step = 1;
+  int64_t w_first = 0, w_step = 1;
+  int64_t out = 0, out_first = 0, out_step = 1;
+};
+
+inline WgmmaConvPhaseDim wgmma_conv_phase_dim(const ConvGeometry& g, int d, int64_t ph) {
+  WgmmaConvPhaseDim r;
+  const int64_t s = g.idil[d], k = g.kernel[d];
+  if (s == 1) {
+    r.taps = k;
+    r.stride = g.stride[d];
+    r.pad_lo = g.pad_lo[d];
+    r.x_step = g.kdil[d];
+    r.w_first = g.flip ? k - 1 : 0;
+    r.w_step = g.flip ? -1 : 1;
+    r.out = g.out[d];
+    return r;
+  }
+  r.out_first = ph;
+  r.out_step = s;
+  r.out = g.out[d] > ph ? ceil_div(g.out[d] - ph, s) : 0;
+  int64_t first = -1, second = -1;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t q = ph + t * g.kdil[d] - g.pad_lo[d];  // in the dilated input
+    if (q % s != 0) continue;
+    if (first < 0) {
+      first = t;
+    } else if (second < 0) {
+      second = t;
+    }
+    ++r.taps;
+  }
+  if (r.taps == 0) return r;
+  const int64_t step = second >= 0 ? second - first : 1;     // s / gcd(kdil, s)
+  r.pad_lo = -((ph + first * g.kdil[d] - g.pad_lo[d]) / s);  // an exact division
+  r.x_step = step * g.kdil[d] / s;
+  r.w_first = g.flip ? k - 1 - first : first;
+  r.w_step = g.flip ? -step : step;
+  return r;
+}
 
 // ---- Index helpers shared by the kernel and the host tests -------------------------------------
 
@@ -232,8 +292,7 @@ GEMMKIT_CONV_HD WgmmaConvKCursor implicit_wgmma_k_cursor(const ImplicitWgmmaPlan
     c.w[3 - d] = p.w_first[d] + p.w_step[d] * k.tap[d];
   }
   c.x[4] = static_cast<int32_t>(t.n);
-  c.w[4] =
-      static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * kWgmmaConvBlockO;
+  c.w[4] = static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * p.block_o;
   return k;
 }
 
@@ -287,14 +346,34 @@ GEMMKIT_CONV_HD int64_t implicit_wgmma_position_offset(const ImplicitWgmmaPlan& 
          int64_t{position[2]} * p.out_stride[3];
 }
 
+// What consumer warpgroup `consumer` (0 or 1) of a tile reduces and stores: the tile's channels
+// 64 half .. + 63 at its positions (box columns) first_column .. + columns - 1.
+struct WgmmaConvConsumerPart {
+  int half = 0;
+  int first_column = 0;
+  int columns = 0;
+};
+GEMMKIT_CONV_HD WgmmaConvConsumerPart implicit_wgmma_consumer_part(const ImplicitWgmmaPlan& p,
+                                                                   int consumer) {
+  WgmmaConvConsumerPart r;
+  if (p.block_o == kWgmmaConvNarrowBlockO) {
+    r.columns = p.block_n / 2;
+    r.first_column = consumer * r.columns;
+  } else {
+    r.half = consumer;
+    r.columns = p.block_n;
+  }
+  return r;
+}
+
 // The out-map box coordinates (channel, w, h, d, n) of store chunk `chunk` (positions
-// chunk * kWgmmaConvStoreChunk ..) of consumer warpgroup `consumer` in tile t: the chunk is a
-// sub-box of the tile's power-of-two box, its columns in the box's order.
+// chunk * kWgmmaConvStoreChunk .., of the whole tile) of channel half `half` (64 channels) of tile
+// t: the chunk is a sub-box of the tile's power-of-two box, its columns in the box's order.
 GEMMKIT_CONV_HD void implicit_wgmma_store_coords(const ImplicitWgmmaPlan& p, const WgmmaConvTile& t,
-                                                 int consumer, int chunk, int32_t (&c)[5]) {
+                                                 int half, int chunk, int32_t (&c)[5]) {
   const int32_t column = chunk * kWgmmaConvStoreChunk;
-  c[0] = static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * kWgmmaConvBlockO +
-         consumer * 64;
+  c[0] = static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * p.block_o +
+         half * 64;
   c[1] = t.p0[2] + (column & (p.tile[2] - 1));
   c[2] = t.p0[1] + ((column >> p.tile_shift[2]) & (p.tile[1] - 1));
   c[3] = t.p0[0] + (column >> (p.tile_shift[2] + p.tile_shift[1]));
@@ -360,8 +439,9 @@ inline WgmmaConvMap implicit_wgmma_x_map(const ConvGeometry& g, const ImplicitWg
   return m;
 }
 
-// The weight map of g (weight: (o, kd, kh, kw, c / groups) strides in g.w_stride).
-inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g) {
+// The weight map of g (weight: (o, kd, kh, kw, c / groups) strides in g.w_stride) for tiles of
+// block_o output channels.
+inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g, int block_o) {
   WgmmaConvMap m;
   const int64_t dims[5] = {g.cpg, g.kernel[2], g.kernel[1], g.kernel[0], g.o};
   const int64_t strides[5] = {1, g.w_stride[3], g.w_stride[2], g.w_stride[1], g.w_stride[0]};
@@ -369,7 +449,7 @@ inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g) {
   wgmma_conv_byte_strides(dims, strides, m.byte_strides);
   m.box[0] = kWgmmaConvBlockK;
   m.box[1] = m.box[2] = m.box[3] = 1;
-  m.box[4] = kWgmmaConvBlockO;
+  m.box[4] = block_o;
   return m;
 }
 

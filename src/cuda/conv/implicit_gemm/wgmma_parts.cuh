@@ -38,7 +38,8 @@ struct WgmmaConvPhases {
 
 namespace gemmkit::cuda::conv_impl::wgmma_conv_detail {
 
-// The shared memory of a CTA: kStages stages of (weight box 128 x 64, activation box kBN x 64),
+// The shared memory of a CTA: kStages stages of (weight box 128 x 64, of which the narrow-o form
+// fills 64 rows, activation box kBN x 64),
 // then (kTmaStore) the store staging, two chunk buffers per consumer warpgroup, then the
 // mbarriers: full and empty per stage, and two order barriers (the ping-pong schedule's).
 template <int kBN, int kStages, bool kTmaStore>
@@ -73,6 +74,10 @@ struct SharedLayout {
   }
   __device__ __forceinline__ uint64_t* empty() const { return full() + kStages; }
   __device__ __forceinline__ uint64_t* order() const { return full() + 2 * kStages; }
+  // The bytes one k block lands in a stage for tiles of `block_o` output channels.
+  static __device__ __forceinline__ uint32_t k_block_bytes(int32_t block_o) {
+    return static_cast<uint32_t>(kActivationBytes + block_o * kWgmmaConvBlockK * 2);
+  }
 };
 
 // Thread 0 initializes the ring's mbarriers (full: one arrival, the producer's, plus the
@@ -91,18 +96,17 @@ __device__ __forceinline__ void init_stage_barriers(
   __syncthreads();
 }
 
-// The producer's loads of one k block (box coordinates c) into the next stage of ring `at`, once
-// the stage is free.
+// The producer's loads of one k block (box coordinates c; `bytes`: its weight and activation
+// boxes) into the next stage of ring `at`, once the stage is free.
 template <int kBN, int kStages, bool kTmaStore>
 __device__ __forceinline__ void load_k_block(const CUtensorMap* x_map, const CUtensorMap* w_map,
-                                             const WgmmaConvCoords& c,
+                                             const WgmmaConvCoords& c, uint32_t bytes,
                                              const SharedLayout<kBN, kStages, kTmaStore>& smem,
                                              WgmmaConvRing<kStages>& at) {
-  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
   uint64_t* const full = smem.full();
   uint64_t* const empty = smem.empty();
   ptx::mbarrier_wait(&empty[at.stage], at.phase ^ 1);
-  ptx::mbarrier_arrive_expect_tx(&full[at.stage], Layout::kStageBytes);
+  ptx::mbarrier_arrive_expect_tx(&full[at.stage], bytes);
   ptx::tma_load_5d(smem.weight_box(at.stage), w_map, &full[at.stage], c.w[0], c.w[1], c.w[2],
                    c.w[3], c.w[4]);
   ptx::tma_load_5d(smem.activation_box(at.stage), x_map, &full[at.stage], c.x[0], c.x[1], c.x[2],
@@ -116,13 +120,15 @@ template <int kBN, int kStages, bool kTmaStore>
 __device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensorMap* w_map,
                                         const ImplicitWgmmaPlan& plan,
                                         const SharedLayout<kBN, kStages, kTmaStore>& smem) {
+  using Layout = SharedLayout<kBN, kStages, kTmaStore>;
+  const uint32_t bytes = Layout::k_block_bytes(plan.block_o);
   WgmmaConvRing<kStages> at;
   for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
     const WgmmaConvItem it = implicit_wgmma_item(plan, item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
     WgmmaConvKCursor k = implicit_wgmma_k_cursor(plan, t, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
-      load_k_block(x_map, w_map, k.coords, smem, at);
+      load_k_block(x_map, w_map, k.coords, bytes, smem, at);
       implicit_wgmma_k_next(plan, k);
     }
   }
@@ -165,15 +171,16 @@ __device__ __forceinline__ void run_phase_producer(
     const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
     WgmmaConvKCursor k = implicit_wgmma_k_cursor(plan, t, it.kb_begin);
+    const uint32_t bytes = SharedLayout<kBN, kStages, kTmaStore>::k_block_bytes(plan.block_o);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
-      load_k_block(x_map, w_map, k.coords, smem, at);
+      load_k_block(x_map, w_map, k.coords, bytes, smem, at);
       implicit_wgmma_k_next(plan, k);
     }
   }
 }
 
 // The MMAs of one k block (4 k16 steps) for 64 output channels (rows of `weight_band`) and kBN
-// positions, one commit group; `first` starts the chain from zero.
+// positions (rows of `activations`), one commit group; `first` starts the chain from zero.
 template <typename T, int kBN>
 __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
                                           const uint8_t* activations, bool first) {
@@ -188,9 +195,10 @@ __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* 
 
 // The output channel (within the group) of fragment rows lane / 4 of warp `warp` of 64-channel
 // half `half` of tile `at`; the thread's other row is 8 channels on.
-__device__ __forceinline__ int32_t fragment_row0(const WgmmaConvTile& at, int half, int warp,
+__device__ __forceinline__ int32_t fragment_row0(const ImplicitWgmmaPlan& plan,
+                                                 const WgmmaConvTile& at, int half, int warp,
                                                  int lane) {
-  return static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + half * 64 + warp * 16 + lane / 4;
+  return static_cast<int32_t>(at.o_tile) * plan.block_o + half * 64 + warp * 16 + lane / 4;
 }
 
 // The bias of output channels row0 and row0 + 8 of tile `at` (0 without a bias or past the
@@ -210,20 +218,21 @@ __device__ __forceinline__ void load_bias_rows(const ImplicitWgmmaPlan& plan,
 }
 
 // Stores accumulators v (the fragment's 4 j .. 4 j + 3: channels row0 + 8 (r / 2), box column
-// 8 j + 2 (lane % 4) + r % 2) of tile `at`, + bias, one rounding, the in-range elements only.
+// first_column + 8 j + 2 (lane % 4) + r % 2) of tile `at`, + bias, one rounding, the in-range
+// elements only.
 template <typename TOut>
 __device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
-                                               const WgmmaConvTile& at, int32_t row0, int j,
-                                               int lane, const float (&v)[4],
-                                               const float (&bias_value)[2], const bool (&ok)[2],
-                                               TOut* out) {
+                                               const WgmmaConvTile& at, int32_t row0,
+                                               int first_column, int j, int lane,
+                                               const float (&v)[4], const float (&bias_value)[2],
+                                               const bool (&ok)[2], TOut* out) {
   const int64_t channel_stride = plan.out_stride[kDims + 1];
   TOut* const tile_out =
       out + implicit_wgmma_tile_out_base(plan, at) + int64_t{row0} * channel_stride;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int32_t position[kDims];
-    const int32_t column = 8 * j + 2 * (lane % 4) + half;
+    const int32_t column = first_column + 8 * j + 2 * (lane % 4) + half;
     if (!implicit_wgmma_position(plan, at, column, position)) continue;
     TOut* const at_out = tile_out + implicit_wgmma_position_offset(plan, position);
 #pragma unroll
@@ -236,42 +245,43 @@ __device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
   }
 }
 
-// The element-store epilogue of 64-channel half `half` of tile `at` (accumulators acc, kBN / 2
-// of them in the fragment layout of mma_block).
+// The element-store epilogue of 64-channel half `half` of tile `at` at the kBN box columns from
+// `first_column` (accumulators acc, kBN / 2 of them in the fragment layout of mma_block).
 template <typename T, typename TOut, int kBN>
 __device__ __forceinline__ void store_half_elements(const ImplicitWgmmaPlan& plan,
                                                     const WgmmaConvTile& at, int half,
-                                                    const float (&acc)[kBN / 2], const T* bias,
-                                                    int warp, int lane, TOut* out) {
-  const int32_t row0 = fragment_row0(at, half, warp, lane);
+                                                    int first_column, const float (&acc)[kBN / 2],
+                                                    const T* bias, int warp, int lane, TOut* out) {
+  const int32_t row0 = fragment_row0(plan, at, half, warp, lane);
   bool row_ok[2];
   float bias_value[2];
   load_bias_rows(plan, at, row0, bias, bias_value, row_ok);
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
     const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-    store_elements(plan, at, row0, j, lane, v, bias_value, row_ok, out);
+    store_elements(plan, at, row0, first_column, j, lane, v, bias_value, row_ok, out);
   }
 }
 
-// The TMA-store epilogue of 64-channel half `half` of tile `at` by one consumer warpgroup
-// (thread t of 128; named barrier `barrier` of its 128 threads): + bias, one rounding, 64
-// positions at a time transposed by stmatrix into one of the warpgroup's two swizzled chunk
-// buffers (`staging`; `turn` counts the warpgroup's chunks: buffer turn & 1), each stored as one
-// box of the out map by thread 0. A half whose 64 channels start past the group's (o / groups =
-// 64 with groups) stores nothing: its box would cover the next group's channels.
+// The TMA-store epilogue of 64-channel half `half` of tile `at` at the kBN box columns from
+// `first_column` (a multiple of kWgmmaConvStoreChunk) by one consumer warpgroup (thread t of 128;
+// named barrier `barrier` of its 128 threads): + bias, one rounding, 64 positions at a time
+// transposed by stmatrix into one of the warpgroup's two swizzled chunk buffers (`staging`;
+// `turn` counts the warpgroup's chunks: buffer turn & 1), each stored as one box of the out map by
+// thread 0. A half whose 64 channels start past the group's (o / groups = 64 with groups) stores
+// nothing: its box would cover the next group's channels.
 template <typename T, typename TOut, int kBN>
 __device__ __forceinline__ void store_half_by_tma(const CUtensorMap* out_map,
                                                   const ImplicitWgmmaPlan& plan,
                                                   const WgmmaConvTile& at, int half,
-                                                  const float (&acc)[kBN / 2], const T* bias,
-                                                  uint8_t* staging, int barrier, int t,
-                                                  uint32_t& turn) {
-  if (static_cast<int32_t>(at.o_tile) * kWgmmaConvBlockO + half * 64 >= plan.opg) return;
+                                                  int first_column, const float (&acc)[kBN / 2],
+                                                  const T* bias, uint8_t* staging, int barrier,
+                                                  int t, uint32_t& turn) {
+  if (static_cast<int32_t>(at.o_tile) * plan.block_o + half * 64 >= plan.opg) return;
   const int warp = t / 32, lane = t % 32;
   bool row_ok[2];
   float bias_value[2];
-  load_bias_rows(plan, at, fragment_row0(at, half, warp, lane), bias, bias_value, row_ok);
+  load_bias_rows(plan, at, fragment_row0(plan, at, half, warp, lane), bias, bias_value, row_ok);
   const auto value = [&](int j, int r2, int column) {
     const float v = acc[4 * j + 2 * r2 + column];
     return plan.has_bias ? v + bias_value[r2] : v;
@@ -301,7 +311,7 @@ __device__ __forceinline__ void store_half_by_tma(const CUtensorMap* out_map,
     ptx::named_barrier_sync(barrier, 128);
     if (t == 0) {
       int32_t c[5];
-      implicit_wgmma_store_coords(plan, at, half, q, c);
+      implicit_wgmma_store_coords(plan, at, half, first_column / kWgmmaConvStoreChunk + q, c);
       ptx::tma_store_5d(out_map, buffer, c[0], c[1], c[2], c[3], c[4]);
       ptx::bulk_commit_group();
     }

@@ -69,11 +69,11 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, it.tile);
     if constexpr (kTmaStore) {
       wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(
-          &launch.out_map[li.plan], plan, tile_at, consumer, acc, bias, smem.staging(consumer),
+          &launch.out_map[li.plan], plan, tile_at, consumer, 0, acc, bias, smem.staging(consumer),
           1 + consumer, t, store_turn);
     } else {
-      wgmma_conv_detail::store_half_elements<T, TOut, kBN>(plan, tile_at, consumer, acc, bias, warp,
-                                                           lane, out);
+      wgmma_conv_detail::store_half_elements<T, TOut, kBN>(plan, tile_at, consumer, 0, acc, bias,
+                                                           warp, lane, out);
     }
   }
   if constexpr (kTmaStore) {

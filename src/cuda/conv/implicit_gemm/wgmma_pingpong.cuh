@@ -108,9 +108,9 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
 
     const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, item);
     uint8_t* const staging = smem.staging(consumer);
-    wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, 0, acc0, bias,
+    wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, 0, 0, acc0, bias,
                                                        staging, 1 + consumer, t, store_turn);
-    wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, 1, acc1, bias,
+    wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, 1, 0, acc1, bias,
                                                        staging, 1 + consumer, t, store_turn);
   }
   if (t == 0) ptx::bulk_wait_group_all();  // the staging stays valid until the stores are done

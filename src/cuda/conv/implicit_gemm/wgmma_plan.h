@@ -19,57 +19,6 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-// ---- Stride phases -----------------------------------------------------------------------------
-
-// Most stride phases (launches) a transposed convolution runs as.
-constexpr int64_t kWgmmaConvMaxPhases = 64;
-
-// Spatial dim d of phase `ph` (0 <= ph < idil[d]; 0 without input dilation) in dense stride-1
-// terms (wgmma_layout.h): the window taps it reads, x's padding and step per tap, the weight tap
-// of the first and its step, and where its outputs go in out.
-struct WgmmaConvPhaseDim {
-  int64_t taps = 0;  // 0: no tap of the phase meets an input element
-  int64_t stride = 1, pad_lo = 0, x_step = 1;
-  int64_t w_first = 0, w_step = 1;
-  int64_t out = 0, out_first = 0, out_step = 1;
-};
-
-inline WgmmaConvPhaseDim wgmma_conv_phase_dim(const ConvGeometry& g, int d, int64_t ph) {
-  WgmmaConvPhaseDim r;
-  const int64_t s = g.idil[d], k = g.kernel[d];
-  if (s == 1) {
-    r.taps = k;
-    r.stride = g.stride[d];
-    r.pad_lo = g.pad_lo[d];
-    r.x_step = g.kdil[d];
-    r.w_first = g.flip ? k - 1 : 0;
-    r.w_step = g.flip ? -1 : 1;
-    r.out = g.out[d];
-    return r;
-  }
-  r.out_first = ph;
-  r.out_step = s;
-  r.out = g.out[d] > ph ? ceil_div(g.out[d] - ph, s) : 0;
-  int64_t first = -1, second = -1;
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t q = ph + t * g.kdil[d] - g.pad_lo[d];  // in the dilated input
-    if (q % s != 0) continue;
-    if (first < 0) {
-      first = t;
-    } else if (second < 0) {
-      second = t;
-    }
-    ++r.taps;
-  }
-  if (r.taps == 0) return r;
-  const int64_t step = second >= 0 ? second - first : 1;     // s / gcd(kdil, s)
-  r.pad_lo = -((ph + first * g.kdil[d] - g.pad_lo[d]) / s);  // an exact division
-  r.x_step = step * g.kdil[d] / s;
-  r.w_first = g.flip ? k - 1 - first : first;
-  r.w_step = g.flip ? -step : step;
-  return r;
-}
-
 // ---- Eligibility ------------------------------------------------------------------------------
 
 // Whether every stride of t past the channel dim is a multiple of 16 bytes (8 elements) and below
@@ -243,12 +192,14 @@ inline int implicit_wgmma_segments_for(int64_t image_tiles, int64_t k_blocks, in
 
 // The plan of stride phase `phase` (all zeros without input dilation) of a problem
 // why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or 128), its reduction in
-// `k_segments` segments (block_n 128 when more than 1), the parallel split where a chained one
-// would fill under one wave and the partials fit `workspace_budget` bytes.
+// `k_segments` segments (block_n 128 and block_o 128 when more than 1), the parallel split where a
+// chained one would fill under one wave and the partials fit `workspace_budget` bytes, and
+// `block_o` output channels per tile (kWgmmaConvNarrowBlockO: the narrow-o form, one phase only).
 inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
                                                  const DeviceDescription& dev, int block_n,
                                                  const int32_t (&phase)[kDims] = {0, 0, 0},
-                                                 int k_segments = 1, int64_t workspace_budget = 0) {
+                                                 int k_segments = 1, int64_t workspace_budget = 0,
+                                                 int block_o = kWgmmaConvBlockO) {
   const ConvGeometry g = normalize(p);
   ImplicitWgmmaPlan t;
   int64_t out[kDims], stride[kDims], taps = 1;
@@ -282,6 +233,7 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   t.k_blocks = t.taps * t.c_blocks;
 
   t.block_n = block_n;
+  t.block_o = block_o;
   t.stages = implicit_wgmma_stages(block_n);
   const int64_t box_out[kDims] = {std::max<int64_t>(1, out[0]), std::max<int64_t>(1, out[1]),
                                   std::max<int64_t>(1, out[2])};
@@ -290,11 +242,11 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
     t.tiles_of[d] = ceil_div(out[d], t.tile[d]);
     while ((int32_t{1} << t.tile_shift[d]) < t.tile[d]) ++t.tile_shift[d];
   }
-  t.o_tiles = ceil_div(g.opg, kWgmmaConvBlockO);
+  t.o_tiles = ceil_div(g.opg, block_o);
   t.base_tiles = g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles;
   t.tiles = t.base_tiles;
   t.segment_blocks = t.k_blocks;
-  if (k_segments > 1 && block_n == 128 && t.k_blocks > 1) {
+  if (k_segments > 1 && block_n == 128 && block_o == kWgmmaConvBlockO && t.k_blocks > 1) {
     t.segment_blocks = static_cast<int32_t>(ceil_div(t.k_blocks, k_segments));
     t.k_segments = static_cast<int32_t>(ceil_div(t.k_blocks, t.segment_blocks));
     const int64_t partials = int64_t{t.k_segments} * t.base_tiles * kWgmmaConvBlockO * block_n * 4;
@@ -311,7 +263,7 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   t.smem_bytes = implicit_wgmma_smem_bytes(block_n, t.stages, t.tma_store);
 
   double useful = box_useful;
-  useful *= static_cast<double>(g.opg) / static_cast<double>(t.o_tiles * kWgmmaConvBlockO);
+  useful *= static_cast<double>(g.opg) / static_cast<double>(t.o_tiles * block_o);
   useful *= static_cast<double>(g.cpg) / static_cast<double>(t.c_blocks * kWgmmaConvBlockK);
   t.tile_efficiency = useful;
   const double slots = std::max(1, dev.multiprocessors);
@@ -336,10 +288,11 @@ inline int implicit_wgmma_segments(const detail::ConvProblem& p, const DeviceDes
   return implicit_wgmma_segments(implicit_wgmma_plan_for(p, dev, 128));
 }
 
-// Whether plan t can run the ping-pong schedule: 128-position tiles, one reduction segment, TMA
-// stores (the kernel has no other epilogue: its element stores spilled).
+// Whether plan t can run the ping-pong schedule: 128-position tiles of 128 channels, one
+// reduction segment, TMA stores (the kernel has no other epilogue: its element stores spilled).
 inline bool implicit_wgmma_can_pingpong(const ImplicitWgmmaPlan& t) {
-  return t.block_n == 128 && t.k_segments == 1 && !t.split_parallel && t.tma_store;
+  return t.block_n == 128 && t.block_o == kWgmmaConvBlockO && t.k_segments == 1 &&
+         !t.split_parallel && t.tma_store;
 }
 
 // Whether auto takes the ping-pong schedule for the 128-position plan `narrow` (one that can run
@@ -358,8 +311,8 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
                                                    const int32_t (&phase)[kDims]) {
   DeviceDescription dev;
   dev.multiprocessors = base.multiprocessors;
-  ImplicitWgmmaPlan t =
-      implicit_wgmma_plan_for(p, dev, base.block_n, phase, base.k_segments, base.workspace_bytes);
+  ImplicitWgmmaPlan t = implicit_wgmma_plan_for(p, dev, base.block_n, phase, base.k_segments,
+                                                base.workspace_bytes, base.block_o);
   t.grid = std::min(t.grid, base.grid);
   t.pingpong = base.pingpong && implicit_wgmma_can_pingpong(t);
   return t;
@@ -418,28 +371,58 @@ inline std::vector<WgmmaConvLaunchGroup> implicit_wgmma_launch_groups(
   return groups;
 }
 
+// The estimated time of plan t over `tiles` launched tiles (all stride phases'), in arbitrary
+// units: the machine's waves times one work item's MMA work (channels x positions x its k blocks),
+// weighted by what a tile does besides its MMAs: 128-position tiles read each weight block twice
+// as often (+10%), 64-channel tiles read the activation box per half as many MMAs (+20%: wan-vae's
+// c = o = 96 measured 13% slower in them at the same useful share), and a parallel split adds its
+// partial tiles' round trip and the fold kernel (+30%: resnet50-3x3s2-128 ran 12.5 us split in
+// two against 9.1 us in one chain of 64-channel tiles).
+inline double implicit_wgmma_cost(const ImplicitWgmmaPlan& t, int64_t tiles) {
+  const double slots = std::max(1, t.multiprocessors);
+  const int32_t item_blocks = t.split_parallel ? t.segment_blocks : t.k_blocks;
+  double work = double{1} * t.block_o * t.block_n * std::max(1, item_blocks);
+  if (t.block_n == 128) work *= 1.1;
+  if (t.block_o == kWgmmaConvNarrowBlockO) work *= 1.2;
+  if (t.split_parallel) work *= 1.3;
+  return std::ceil(static_cast<double>(tiles) / slots) * work;
+}
+
+// implicit_wgmma_cost of plan t for one image of its batch, its reduction segments (if any) run
+// in parallel: what decides between segments and one chain, which give different bits, so that
+// the decision never depends on the batch or on the workspace.
+inline double implicit_wgmma_image_cost(ImplicitWgmmaPlan t) {
+  t.base_tiles /= std::max<int64_t>(1, t.batch);
+  t.split_parallel = t.k_segments > 1;
+  t.tiles = t.base_tiles * t.k_segments;
+  return implicit_wgmma_cost(t, t.tiles);
+}
+
 // Positions per tile: 256 (128 accumulators per consumer thread, the most work per loaded byte)
-// unless 128-position tiles fill the machine's waves enough better to pay for reading each
-// weight block twice as often: the estimated time of a tile is proportional to its positions,
-// plus a fixed ~10% for the smaller tile's lower MMA-to-load ratio.
+// unless 128-position tiles fill the machine's waves enough better; channels per tile: 128, or 64
+// (the narrow-o form, one stride phase only) where o / groups <= 64 (half of a 128-channel tile's
+// MMAs would multiply rows past o) or where more, smaller tiles beat the reduction segments that
+// few 128-channel tiles take; all by implicit_wgmma_cost, and segments against one chain by
+// implicit_wgmma_image_cost. `o_tile` (GEMMKIT_CONV_WGMMA_O_TILE) forces 128, or 64 wherever the
+// problem is one stride phase (its K then one chain).
 // The schedule: `schedule` (GEMMKIT_CONV_WGMMA_SCHEDULE) pingpong takes the ping-pong schedule
-// wherever the 128-position plan can run it, automatic where implicit_wgmma_prefers_pingpong says
-// so; otherwise the cooperative schedule.
+// wherever the 128-position, 128-channel plan can run it, automatic where
+// implicit_wgmma_prefers_pingpong says so; otherwise the cooperative schedule.
 inline ImplicitWgmmaPlan implicit_wgmma_plan(
     const detail::ConvProblem& p, const DeviceDescription& dev, int64_t workspace_budget,
-    WgmmaScheduleChoice schedule = WgmmaScheduleChoice::automatic) {
+    WgmmaScheduleChoice schedule = WgmmaScheduleChoice::automatic,
+    WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic) {
   ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
   const int segments = implicit_wgmma_segments(narrow);
-  if (segments > 1) {
-    return implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget);
-  }
-  if (implicit_wgmma_can_pingpong(narrow) &&
+  const bool may_narrow_o =
+      o_tile != WgmmaOTileChoice::o128 && implicit_wgmma_phase_count(narrow) == 1;
+  const bool force_narrow_o = may_narrow_o && o_tile == WgmmaOTileChoice::o64;
+  if (segments == 1 && !force_narrow_o && implicit_wgmma_can_pingpong(narrow) &&
       (schedule == WgmmaScheduleChoice::pingpong ||
        (schedule == WgmmaScheduleChoice::automatic && implicit_wgmma_prefers_pingpong(narrow)))) {
     narrow.pingpong = true;
     return narrow;
   }
-  ImplicitWgmmaPlan wide = implicit_wgmma_plan_for(p, dev, 256);
   // A transposed convolution's phases share one persistent grid (implicit_wgmma_launch_groups):
   // the waves of all their tiles count, and the grid covers them.
   const double slots = std::max(1, dev.multiprocessors);
@@ -451,21 +434,35 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
                    (std::ceil(static_cast<double>(tiles) / slots) * slots);
     return tiles;
   };
-  const int64_t narrow_tiles = launched_tiles(narrow), wide_tiles = launched_tiles(wide);
-  const auto cost = [&](int64_t tiles, int block_n, double per_position) {
-    return std::ceil(static_cast<double>(tiles) / slots) * block_n * per_position;
+  // The better of two plans by implicit_wgmma_cost (ties to the first).
+  const auto better = [&](ImplicitWgmmaPlan a, ImplicitWgmmaPlan b) {
+    const double cost_a = implicit_wgmma_cost(a, launched_tiles(a));
+    return implicit_wgmma_cost(b, launched_tiles(b)) < cost_a ? b : a;
   };
-  return cost(narrow_tiles, narrow.block_n, 1.1) < cost(wide_tiles, wide.block_n, 1.0) ? narrow
-                                                                                       : wide;
+  const auto narrow_o = [&](int block_n) {
+    return implicit_wgmma_plan_for(p, dev, block_n, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO);
+  };
+  if (force_narrow_o) return better(narrow_o(256), narrow_o(128));
+  if (segments > 1) {
+    const ImplicitWgmmaPlan segmented =
+        implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget);
+    if (!may_narrow_o) return segmented;
+    const ImplicitWgmmaPlan chain = better(narrow_o(256), narrow_o(128));
+    const double chain_image_cost = std::min(implicit_wgmma_image_cost(narrow_o(256)),
+                                             implicit_wgmma_image_cost(narrow_o(128)));
+    return chain_image_cost < implicit_wgmma_image_cost(segmented) ? chain : segmented;
+  }
+  const ImplicitWgmmaPlan best = better(implicit_wgmma_plan_for(p, dev, 256), narrow);
+  return may_narrow_o ? better(best, better(narrow_o(256), narrow_o(128))) : best;
 }
 
 inline std::string to_string(const ImplicitWgmmaPlan& t) {
-  return "implicit_wgmma tile=" + std::to_string(kWgmmaConvBlockO) + "x" +
-         std::to_string(t.block_n) + "x" + std::to_string(kWgmmaConvBlockK) +
-         " box=" + std::to_string(t.tile[0]) + "x" + std::to_string(t.tile[1]) + "x" +
-         std::to_string(t.tile[2]) + " stages=" + std::to_string(t.stages) +
-         " tiles=" + std::to_string(t.tiles) + " grid=" + std::to_string(t.grid) +
-         " smem=" + std::to_string(t.smem_bytes) + " k_blocks=" + std::to_string(t.k_blocks) +
+  return "implicit_wgmma tile=" + std::to_string(t.block_o) + "x" + std::to_string(t.block_n) +
+         "x" + std::to_string(kWgmmaConvBlockK) + " box=" + std::to_string(t.tile[0]) + "x" +
+         std::to_string(t.tile[1]) + "x" + std::to_string(t.tile[2]) +
+         " stages=" + std::to_string(t.stages) + " tiles=" + std::to_string(t.tiles) +
+         " grid=" + std::to_string(t.grid) + " smem=" + std::to_string(t.smem_bytes) +
+         " k_blocks=" + std::to_string(t.k_blocks) +
          (t.tma_store ? " store=tma" : " store=elementwise") +
          (t.pingpong ? " schedule=pingpong" : " schedule=cooperative") +
          (t.k_segments > 1 ? " k_segments=" + std::to_string(t.k_segments) + "x" +
