@@ -56,9 +56,10 @@ enum class ImplicitChoice : int { automatic = 0, wgmma = 1, mma = 2 };
 enum class WgmmaScheduleChoice : int { automatic = 0, cooperative = 1, pingpong = 2 };
 
 // GEMMKIT_CONV_WGMMA_O_TILE: output channels per tile of the Hopper implicit GEMM. automatic: 64
-// (the narrow-o form) where o / groups <= 64 and K is one reduction segment, else 128
-// (implicit_wgmma_narrow_o in wgmma_plan.h); o128: 128 always; o64: 64 wherever the problem is
-// one stride phase (no input dilation), its K one chain.
+// (the narrow-o form) or 128 as implicit_wgmma_plan's cost model chooses (wgmma_plan.h: 64 where
+// o / groups <= 64, or where few 128-channel tiles would split K), 128 for stride phases; o128:
+// 128 always; o64: 64 wherever the problem is one stride phase (no input dilation), its K one
+// chain.
 enum class WgmmaOTileChoice : int { automatic = 0, o128 = 1, o64 = 2 };
 
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",

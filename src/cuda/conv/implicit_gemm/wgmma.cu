@@ -1,10 +1,9 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh): encodes the activation,
 // weight and (TMA-store epilogue) out tensor maps of the plan, picks the instantiation (input
 // dtype, output dtype, positions and channels per tile, epilogue, schedule: cooperative or
-// ping-pong), raises
-// the kernel's shared memory limit once per device and launches the persistent grid: once, or for
-// a transposed convolution once per group of up to 4 stride phases (the phases kernel,
-// wgmma_phases.cuh) or per phase where a group holds one.
+// ping-pong), raises the kernel's shared memory limit once per device and launches the persistent
+// grid: once, or for a transposed convolution once per group of up to 4 stride phases (the phases
+// kernel, wgmma_phases.cuh) or per phase where a group holds one.
 #include <atomic>
 #include <cstdint>
 #include <string>

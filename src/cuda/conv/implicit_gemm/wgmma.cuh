@@ -13,11 +13,10 @@
 // block_o x 64 and the activation box block_n x 64 of each k block into a ring of kStages stages,
 // 128-byte swizzle) and two consumer warpgroups over a persistent grid: CTA b takes tiles b,
 // b + grid, ... The consumers split a tile by channels (64 each over all positions) or, in the
-// narrow-o form (kNarrowO: 64-channel tiles for o / groups <= 64), by positions (the tile's 64
-// channels each, over block_n / 2 positions): the same chains either way. Consumers keep one k
-// block's MMAs in flight
-// (wait_group 1) and
-// free its stage when the next block's are issued; the epilogue of a tile overlaps the producer's
+// narrow-o form (kNarrowO: 64-channel tiles, chosen by the plan's cost model), by positions (the
+// tile's 64 channels each, over block_n / 2 positions): the same chains either way. Consumers
+// keep one k block's MMAs in flight (wait_group 1) and free its stage when the next block's are
+// issued; the epilogue of a tile overlaps the producer's
 // loads of the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its
 // coordinate arithmetic spilled at 24).
 // Reduction segments (kSegmented; wgmma_layout.h): where one image's tiles fill under half the
@@ -77,7 +76,8 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   [[maybe_unused]] const int warp = t / 32, lane = t % 32;
   const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(plan, consumer);
   // This warpgroup's operands in a stage: its 64 weight rows and its positions' activation rows
-  // (128 bytes each).
+  // (128 bytes each), part's in terms the compiler folds (from part.half and part.first_column
+  // at run time, the kBN 256 element-store kernel spilled 436 bytes).
   const int weight_offset = kNarrowO ? 0 : consumer * 64 * 128;
   const int activation_offset = kNarrowO ? consumer * kN * 128 : 0;
   WgmmaConvRing<kStages> at;

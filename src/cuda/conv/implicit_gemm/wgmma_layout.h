@@ -17,9 +17,10 @@
 //           coordinates, read as zeros by TMA;
 //   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, block_o).
 // A tile's two consumer warpgroups split it by channels (block_o 128: 64 channels each, over all
-// kBN positions) or, in the narrow-o form (block_o 64, for o / groups <= 64, where half of a
-// 128-channel tile's MMAs would multiply zero rows), by positions (both on the tile's 64
-// channels, each on kBN / 2 of its positions); implicit_wgmma_consumer_part says which.
+// kBN positions) or, in the narrow-o form (block_o 64: for o / groups <= 64, where half of a
+// 128-channel tile's MMAs would multiply zero rows, and where the plan's cost model prefers more,
+// smaller tiles), by positions (both on the tile's 64 channels, each on kBN / 2 of its
+// positions); implicit_wgmma_consumer_part says which.
 //
 // Transposed convolutions (input dilation s, stride 1) run as stride phases, up to 4 per launch:
 // the outputs q = ph + s * u of phase ph (per dim) read only the taps t with ph + t * kdil - pad_lo
@@ -137,8 +138,8 @@ struct ImplicitWgmmaPlan {
 constexpr int64_t kWgmmaConvMaxPhases = 64;
 
 // Spatial dim d of phase `ph` (0 <= ph < idil[d]; 0 without input dilation) in dense stride-1
-// terms (wgmma_layout.h): the window taps it reads, x's padding and step per tap, the weight tap
-// of the first and its step, and where its outputs go in out.
+// terms (the header comment): the window taps it reads, x's padding and step per tap, the weight
+// tap of the first and its step, and where its outputs go in out.
 struct WgmmaConvPhaseDim {
   int64_t taps = 0;  // 0: no tap of the phase meets an input element
   int64_t stride = 1, pad_lo = 0, x_step = 1;

@@ -439,21 +439,23 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
     const double cost_a = implicit_wgmma_cost(a, launched_tiles(a));
     return implicit_wgmma_cost(b, launched_tiles(b)) < cost_a ? b : a;
   };
-  const auto narrow_o = [&](int block_n) {
-    return implicit_wgmma_plan_for(p, dev, block_n, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO);
-  };
-  if (force_narrow_o) return better(narrow_o(256), narrow_o(128));
+  const ImplicitWgmmaPlan wide =
+      segments > 1 ? implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget)
+                   : better(implicit_wgmma_plan_for(p, dev, 256), narrow);
+  if (!may_narrow_o) return wide;
+  // The narrow-o plans (one chain over K) at both tile widths, and the better of them.
+  const ImplicitWgmmaPlan narrow_256 =
+      implicit_wgmma_plan_for(p, dev, 256, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO);
+  const ImplicitWgmmaPlan narrow_128 =
+      implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO);
+  const ImplicitWgmmaPlan chain = better(narrow_256, narrow_128);
+  if (force_narrow_o) return chain;
   if (segments > 1) {
-    const ImplicitWgmmaPlan segmented =
-        implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget);
-    if (!may_narrow_o) return segmented;
-    const ImplicitWgmmaPlan chain = better(narrow_o(256), narrow_o(128));
-    const double chain_image_cost = std::min(implicit_wgmma_image_cost(narrow_o(256)),
-                                             implicit_wgmma_image_cost(narrow_o(128)));
-    return chain_image_cost < implicit_wgmma_image_cost(segmented) ? chain : segmented;
+    const double chain_image_cost =
+        std::min(implicit_wgmma_image_cost(narrow_256), implicit_wgmma_image_cost(narrow_128));
+    return chain_image_cost < implicit_wgmma_image_cost(wide) ? chain : wide;
   }
-  const ImplicitWgmmaPlan best = better(implicit_wgmma_plan_for(p, dev, 256), narrow);
-  return may_narrow_o ? better(best, better(narrow_o(256), narrow_o(128))) : best;
+  return better(wide, chain);
 }
 
 inline std::string to_string(const ImplicitWgmmaPlan& t) {
