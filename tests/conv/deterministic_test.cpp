@@ -105,10 +105,11 @@ TEST(ConvDeterministic, NothingRacesAndTheChoiceIsTheStaticOne) {
                   "against " +
                   path_name(raced.second.path));
   }
-  // A shape that does not race (c = 16: the mma.sync implicit GEMM against cuDNN): the same
-  // choice, the mode named.
-  const ConvProblem p =
-      make_problem(gemmkit_test::padded_spec({2, 28, 28, 16}, {128, 3, 3, 16}, 1));
+  // A shape that does not race (8 groups of 16 channels: the mma.sync implicit GEMM against
+  // cuDNN): the same choice, the mode named.
+  gemmkit_test::Spec grouped = gemmkit_test::padded_spec({2, 28, 28, 128}, {128, 3, 3, 16}, 1);
+  grouped.params.groups = 8;
+  const ConvProblem p = make_problem(grouped);
   const ConvCandidates d = select_conv_candidates(p, dev, default_mode());
   const ConvCandidates c = select_conv_candidates(p, dev, deterministic());
   EXPECT_FALSE(d.race);

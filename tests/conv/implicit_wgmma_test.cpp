@@ -95,6 +95,15 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
             g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles);
   EXPECT_EQ(t.k_blocks, t.taps * t.c_blocks);
   EXPECT_GE(int64_t{t.c_blocks} * kWgmmaConvBlockK, t.cpg);
+  // The issued k16 steps cover c / groups and stop within 16 channels of it.
+  EXPECT_GE(t.last_block_steps, 1);
+  EXPECT_LE(t.last_block_steps, 4);
+  EXPECT_GE(implicit_wgmma_issued_channels(t), t.cpg);
+  EXPECT_LT(implicit_wgmma_issued_channels(t), t.cpg + kWgmmaConvBlockK / 4);
+  EXPECT_EQ(implicit_wgmma_block_steps(t, t.c_blocks - 1), t.last_block_steps);
+  if (t.c_blocks > 1) {
+    EXPECT_EQ(implicit_wgmma_block_steps(t, 0), 4);
+  }
   EXPECT_GE(t.grid, 1);
   // (A transposed convolution's grid covers the tiles of all its phases.)
   EXPECT_LE(t.grid, implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, t)));
@@ -362,6 +371,8 @@ void emulate(const EmuCase& ec, int* tma_stores) {
       times.resize(static_cast<std::size_t>(t.k_blocks), 0);
       // The producer's walk (adds and compares) gives the coordinates kb decodes to.
       WgmmaConvKCursor cursor = implicit_wgmma_k_cursor(t, at, it.kb_begin);
+      // The consumers' walk gives each k block's issued k16 steps.
+      WgmmaConvStepCursor step_cursor = implicit_wgmma_step_cursor(t, it.kb_begin);
       for (int32_t kb = it.kb_begin; kb < it.kb_end; ++kb) {
         ++times[static_cast<std::size_t>(kb)];
         const WgmmaConvCoords c = implicit_wgmma_coords(t, at, kb);
@@ -369,15 +380,26 @@ void emulate(const EmuCase& ec, int* tma_stores) {
           ASSERT_EQ(cursor.coords.x[i], c.x[i]) << "k block " << kb << ", x dim " << i;
           ASSERT_EQ(cursor.coords.w[i], c.w[i]) << "k block " << kb << ", w dim " << i;
         }
+        ASSERT_EQ(step_cursor.c_block, cursor.c_block) << "k block " << kb;
         implicit_wgmma_k_next(t, cursor);
+        const int steps = step_cursor.steps(t);
+        step_cursor.next(t);
+        const int issued = steps * (kWgmmaConvBlockK / 4);
         const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
         const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
         ASSERT_EQ(wb.size(), static_cast<std::size_t>(t.block_o * kWgmmaConvBlockK));
         ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * kWgmmaConvBlockK));
+        // The skipped steps' weights are TMA's zero fill past c / groups.
+        for (int o = 0; o < t.block_o; ++o) {
+          for (int e = issued; e < kWgmmaConvBlockK; ++e) {
+            ASSERT_EQ(wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)], 0.0)
+                << "k block " << kb << ", weight row " << o << ", channel " << e;
+          }
+        }
         for (int o = 0; o < t.block_o; ++o) {
           for (int col = 0; col < t.block_n; ++col) {
             double sum = 0;
-            for (int e = 0; e < kWgmmaConvBlockK; ++e) {
+            for (int e = 0; e < issued; ++e) {
               sum += wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)] *
                      xb[static_cast<std::size_t>(col * kWgmmaConvBlockK + e)];
             }
@@ -684,16 +706,18 @@ TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {
   ConvRequest own = request_of("", kDefaultWorkspaceBytes);
   own.cudnn_in_auto = false;
   EXPECT_EQ(select_conv_config(make_problem(s), kH200, own).path, ConvPath::implicit_wgmma);
-  // c = 32 (half of every k block zeros) still runs faster on it; c = 16 (three quarters zeros)
-  // stays on the mma.sync kernel, which packs taps.
-  const Spec c32 = conv_spec({1, 128, 128, 32}, {512, 3, 3, 32}, 1);
-  EXPECT_EQ(select_conv_config(make_problem(c32), kH200, own).path, ConvPath::implicit_wgmma);
+  // c = 32 and c = 16 (a k block of 64 channels, its steps past c skipped) run faster on it than
+  // on the mma.sync kernel, which packs taps (c <= 8 goes to the small-c kernel).
+  for (const int64_t channels : {32, 16}) {
+    const Spec narrow_c = conv_spec({1, 128, 128, channels}, {512, 3, 3, channels}, 1);
+    const ConvConfig n = select_conv_config(make_problem(narrow_c), kH200, own);
+    EXPECT_EQ(n.path, ConvPath::implicit_wgmma) << "c " << channels << ": " << to_string(n);
+  }
   const Spec narrow = conv_spec({1, 128, 128, 16}, {512, 3, 3, 16}, 1);
-  const ConvConfig n = select_conv_config(make_problem(narrow), kH200, own);
-  EXPECT_EQ(n.path, ConvPath::implicit_gemm) << to_string(n);
-  EXPECT_NE(n.reason.find("mma.sync"), std::string::npos) << n.reason;
   r.implicit = ImplicitChoice::wgmma;
   EXPECT_EQ(select_conv_config(make_problem(narrow), kH200, r).path, ConvPath::implicit_wgmma);
+  r.implicit = ImplicitChoice::mma;
+  EXPECT_EQ(select_conv_config(make_problem(narrow), kH200, r).path, ConvPath::implicit_gemm);
   r.implicit = ImplicitChoice::mma;
   EXPECT_EQ(select_conv_config(make_problem(s), kH200, r).path, ConvPath::implicit_gemm);
   // Transposed convolutions run as stride phases under auto too; where it does not apply (another

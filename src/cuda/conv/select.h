@@ -30,12 +30,12 @@ namespace gemmkit::cuda::conv_impl {
 constexpr double kImplicitMinEfficiency = 0.25;
 
 // The Hopper implicit GEMM (TMA + wgmma) runs the useful part of its tiles about twice as fast as
-// the mma.sync kernel (3x3 VAE layers with c >= 128: 2.0-2.3x, docs/perf.md), but its k blocks
-// are whole taps of 64 channels, where the mma.sync kernel packs small channel counts across taps.
-// At c = 32 (half of each block useful) it is still faster since its epilogue stores by TMA
-// (VAE conv_in: 20.1 against 30.1 us at 128x128, 7.6 against 10.0 at 32x32); c = 16 (a quarter
-// useful) stays on the mma.sync kernel. Auto takes it when its useful share is at least this
-// fraction of the mma.sync kernel's.
+// the mma.sync kernel (3x3 VAE layers with c >= 128: 2.0-2.3x, docs/perf.md). Its k blocks are
+// whole taps of 64 channels, where the mma.sync kernel packs small channel counts across taps, but
+// it issues only the k16 steps that hold channels, so small c costs it little: c = 32 (VAE
+// conv_in) 19.1 against 30.2 us at 128x128, 6.7 against 9.9 at 32x32; c = 16, 128x128 -> 512:
+// 20.4 against 24.2 us, 2 x 28x28 -> 128: 6.3 against 8.0. Auto takes it when its useful share
+// (of the steps it issues) is at least this fraction of the mma.sync kernel's.
 constexpr double kImplicitWgmmaMinRelativeEfficiency = 0.5;
 // Transposed convolutions (stride phases) follow the same rule: convtranspose2d-k4s2-256 ran in
 // 63 us as four phases against 303 us on the mma.sync kernel, which multiplies the input-dilation

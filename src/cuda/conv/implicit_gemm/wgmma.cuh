@@ -3,7 +3,8 @@
 //
 // What it computes: for every output position and output channel, the chain of warpgroup MMAs
 // (wgmma m64nNk16) over K = taps x channel blocks of 64 in one fixed order (tap-major, 16-wide k
-// steps ascending), from zero, then + bias and one rounding. Every output element's chain is the
+// steps ascending, a last block's steps past c / groups skipped: implicit_wgmma_block_steps), from
+// zero, then + bias and one rounding. Every output element's chain is the
 // same whatever the tile, the grid or the batch, so the bits are batch-invariant and run-to-run
 // identical. The GEMM view and the TMA boxes are in wgmma_layout.h; eligibility (no input
 // dilation, strides <= 8, c / groups % 8, c / groups % 64 with groups) in wgmma_plan.h.
@@ -90,11 +91,13 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     int previous = -1;
     int in_segment = 0;       // k blocks of the current segment done
     bool have_total = false;  // chained: total holds the segments before the current one
+    WgmmaConvStepCursor steps = implicit_wgmma_step_cursor(plan, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
       wgmma_conv_detail::mma_block<T, kN>(acc, smem.weight_box(at.stage) + weight_offset,
                                           smem.activation_box(at.stage) + activation_offset,
-                                          in_segment == 0);
+                                          in_segment == 0, steps.steps(plan));
+      steps.next(plan);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();
       if (previous >= 0 && t == 0) ptx::mbarrier_arrive(&empty[previous]);

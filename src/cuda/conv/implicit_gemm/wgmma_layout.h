@@ -101,6 +101,9 @@ struct ImplicitWgmmaPlan {
   int32_t taps = 1;
   int32_t c_blocks = 0;  // ceil(cpg / 64)
   int32_t k_blocks = 0;  // taps * c_blocks
+  // The k16 steps of the last channel block that hold channels (ceil of its channels / 16, 1 .. 4):
+  // the MMAs skip the rest, whose products are zero (implicit_wgmma_block_steps).
+  int32_t last_block_steps = 4;
   // The reduction in k_segments segments of segment_blocks k blocks (the last one shorter), each
   // a chain from zero, summed in segment order: fixed by one image's shape (never by the batch),
   // so the bits are the same whether one CTA runs a tile's segments in turn (chained) or
@@ -246,6 +249,37 @@ GEMMKIT_CONV_HD WgmmaConvItem implicit_wgmma_item(const ImplicitWgmmaPlan& p, in
         r.kb_begin + p.segment_blocks < p.k_blocks ? r.kb_begin + p.segment_blocks : p.k_blocks;
   }
   return r;
+}
+
+// The k16 steps the MMAs of channel block c_block (0 .. c_blocks - 1) issue: 4, or in the last
+// block only those holding channels (last_block_steps). Steps past c / groups would multiply the
+// zeros TMA fills in and leave the accumulators as they are, so every kernel skips them alike.
+GEMMKIT_CONV_HD int implicit_wgmma_block_steps(const ImplicitWgmmaPlan& p, int32_t c_block) {
+  return c_block == p.c_blocks - 1 ? p.last_block_steps : 4;
+}
+
+// The channels per tap whose k16 steps the MMAs issue (c / groups rounded up to 16).
+GEMMKIT_CONV_HD int32_t implicit_wgmma_issued_channels(const ImplicitWgmmaPlan& p) {
+  return (p.c_blocks - 1) * kWgmmaConvBlockK + p.last_block_steps * (kWgmmaConvBlockK / 4);
+}
+
+// The consumers' walk over a work item's channel blocks (k block kb's is kb % c_blocks): one
+// division per item, then a compare per k block.
+struct WgmmaConvStepCursor {
+  int32_t c_block = 0;
+  GEMMKIT_CONV_HD int steps(const ImplicitWgmmaPlan& p) const {
+    return implicit_wgmma_block_steps(p, c_block);
+  }
+  GEMMKIT_CONV_HD void next(const ImplicitWgmmaPlan& p) {
+    if (++c_block == p.c_blocks) c_block = 0;
+  }
+};
+
+GEMMKIT_CONV_HD WgmmaConvStepCursor implicit_wgmma_step_cursor(const ImplicitWgmmaPlan& p,
+                                                               int32_t kb) {
+  WgmmaConvStepCursor c;
+  c.c_block = kb % p.c_blocks;
+  return c;
 }
 
 // Float4 `v` (accumulators 4 v .. 4 v + 3) of consumer thread `thread` (0 .. 255) of segment

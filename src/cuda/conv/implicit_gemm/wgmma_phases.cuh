@@ -51,10 +51,13 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const ImplicitWgmmaPlan& plan = launch.plan[li.plan];
     const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
     int previous = -1;
+    WgmmaConvStepCursor steps = implicit_wgmma_step_cursor(plan, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
       wgmma_conv_detail::mma_block<T, kBN>(acc, smem.weight_box(at.stage) + consumer * 64 * 128,
-                                           smem.activation_box(at.stage), kb == it.kb_begin);
+                                           smem.activation_box(at.stage), kb == it.kb_begin,
+                                           steps.steps(plan));
+      steps.next(plan);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();
       if (previous >= 0 && t == 0) ptx::mbarrier_arrive(&empty[previous]);

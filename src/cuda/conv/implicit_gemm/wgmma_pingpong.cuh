@@ -78,19 +78,24 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       ptx::mbarrier_wait(&order[other], (round - 1) & 1);
     }
     int previous = -1;
+    WgmmaConvStepCursor steps;  // tiles start at k block 0
     for (int32_t kb = 0; kb < k_blocks; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
       const uint8_t* const weight = smem.weight_box(at.stage);
       const uint8_t* const activations = smem.activation_box(at.stage);
       wgmma::fence();
+      wgmma_conv_detail::with_k_steps(steps.steps(plan), [&](auto count) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint64_t b = wgmma::smem_descriptor_sw128(activations, 32 * j);
-        const bool accumulate = !(kb == 0 && j == 0);
-        wgmma::Mma<T, kBN>::run(acc0, wgmma::smem_descriptor_sw128(weight, 32 * j), b, accumulate);
-        wgmma::Mma<T, kBN>::run(acc1, wgmma::smem_descriptor_sw128(weight + 64 * 128, 32 * j), b,
-                                accumulate);
-      }
+        for (int j = 0; j < decltype(count)::value; ++j) {
+          const uint64_t b = wgmma::smem_descriptor_sw128(activations, 32 * j);
+          const bool accumulate = !(kb == 0 && j == 0);
+          wgmma::Mma<T, kBN>::run(acc0, wgmma::smem_descriptor_sw128(weight, 32 * j), b,
+                                  accumulate);
+          wgmma::Mma<T, kBN>::run(acc1, wgmma::smem_descriptor_sw128(weight + 64 * 128, 32 * j), b,
+                                  accumulate);
+        }
+      });
+      steps.next(plan);
       wgmma::commit_group();
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();

@@ -231,6 +231,8 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   t.taps = static_cast<int32_t>(taps);
   t.c_blocks = static_cast<int32_t>(ceil_div(g.cpg, kWgmmaConvBlockK));
   t.k_blocks = t.taps * t.c_blocks;
+  t.last_block_steps = static_cast<int32_t>(
+      ceil_div(g.cpg - int64_t{t.c_blocks - 1} * kWgmmaConvBlockK, kWgmmaConvBlockK / 4));
 
   t.block_n = block_n;
   t.block_o = block_o;
@@ -264,7 +266,8 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
 
   double useful = box_useful;
   useful *= static_cast<double>(g.opg) / static_cast<double>(t.o_tiles * block_o);
-  useful *= static_cast<double>(g.cpg) / static_cast<double>(t.c_blocks * kWgmmaConvBlockK);
+  // K: the channels of the k16 steps issued (the last block's past c / groups are skipped).
+  useful *= static_cast<double>(g.cpg) / static_cast<double>(implicit_wgmma_issued_channels(t));
   t.tile_efficiency = useful;
   const double slots = std::max(1, dev.multiprocessors);
   const double waves = std::ceil(static_cast<double>(t.tiles) / slots);
@@ -372,7 +375,8 @@ inline std::vector<WgmmaConvLaunchGroup> implicit_wgmma_launch_groups(
 }
 
 // The estimated time of plan t over `tiles` launched tiles (all stride phases'), in arbitrary
-// units: the machine's waves times one work item's MMA work (channels x positions x its k blocks),
+// units: the machine's waves times one work item's MMA work (channels x positions x its k blocks x
+// the share of their k16 steps issued),
 // weighted by what a tile does besides its MMAs: 128-position tiles read each weight block twice
 // as often (+10%), 64-channel tiles read the activation box per half as many MMAs (+20%: wan-vae's
 // c = o = 96 measured 13% slower in them at the same useful share), and a parallel split adds its
@@ -382,6 +386,8 @@ inline double implicit_wgmma_cost(const ImplicitWgmmaPlan& t, int64_t tiles) {
   const double slots = std::max(1, t.multiprocessors);
   const int32_t item_blocks = t.split_parallel ? t.segment_blocks : t.k_blocks;
   double work = double{1} * t.block_o * t.block_n * std::max(1, item_blocks);
+  work *= static_cast<double>(implicit_wgmma_issued_channels(t)) /
+          static_cast<double>(t.c_blocks * kWgmmaConvBlockK);
   if (t.block_n == 128) work *= 1.1;
   if (t.block_o == kWgmmaConvNarrowBlockO) work *= 1.2;
   if (t.split_parallel) work *= 1.3;
