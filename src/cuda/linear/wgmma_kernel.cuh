@@ -81,30 +81,22 @@ struct WgmmaSharedLayout {
 
 namespace wgmma_detail {
 
-// Issues the k16 steps of one 64-wide k block (`steps` of them, 1..4) into acc, uncommitted; the
-// first step of a slice (`first`) overwrites acc. The weight operand is this warpgroup's 64-row
-// band.
+// Issues the k16 steps of one 64-wide k block (`steps` of them, 1..4) into acc as one commit
+// group; the first step of a slice (`first`) overwrites acc. The weight operand is this
+// warpgroup's 64-row band.
 template <typename T, int kBN>
 __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
                                           const uint8_t* activations, int steps, bool first) {
-  wgmma::fence();
-  if (steps == 4) {  // every block but a slice's tail: straight-line issue
+  wgmma::with_k_steps(steps, [&](auto count) {
+    wgmma::fence();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < decltype(count)::value; ++j) {
       wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
                               wgmma::smem_descriptor_sw128(activations, 32 * j),
                               !(first && j == 0));
     }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      if (j < steps) {
-        wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
-                                wgmma::smem_descriptor_sw128(activations, 32 * j),
-                                !(first && j == 0));
-      }
-    }
-  }
+    wgmma::commit_group();
+  });
 }
 
 template <int kCount>
@@ -178,7 +170,6 @@ __device__ __forceinline__ void one_chain_tile(float (&acc)[kN / 2], int64_t k, 
     ptx::mbarrier_wait(&full[stage], phase);
     const int steps = min(4, static_cast<int>((k - int64_t{kb} * kWgmmaBlockK + 15) / 16));
     mma_block<T, kN>(acc, a_box(stage), b_box(stage), steps, false);
-    wgmma::commit_group();
     if (kb > 0) {  // the last block's MMAs are done with its stage
       wgmma::wait_group<1>();
       if (t == 0) ptx::mbarrier_arrive(&empty[previous]);
@@ -299,7 +290,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int warp = t / 32, lane = t % 32;
   int stage = 0;
   uint32_t phase = 0;
-  // Issues the one or two k blocks of slice s into acc as one commit group; returns the stages
+  // Issues the one or two k blocks of slice s into acc (a commit group each); returns the stages
   // it used.
   const auto issue_slice = [&](float(&acc)[kRegs], int s) {
     int used = 0;
@@ -314,7 +305,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
         phase ^= 1;
       }
     }
-    wgmma::commit_group();
     return used;
   };
   // Workspace slot `slot` of `tile` gets `sums` (kSplit only): slots of 128 x kBN per tile.

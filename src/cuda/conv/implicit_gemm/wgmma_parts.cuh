@@ -9,8 +9,6 @@
 
 #include <cuda.h>
 
-#include <type_traits>
-
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/conv/common/dtype.cuh"
@@ -181,29 +179,13 @@ __device__ __forceinline__ void run_phase_producer(
   }
 }
 
-// Calls f(std::integral_constant<int, steps>{}) for steps 1 .. 4: each count its own
-// straight-line MMA sequence. (A branch around each step's wgmma made ptxas inject
-// warpgroup.arrive around every one, C7519, and slowed every layer by up to 1.5x.)
-template <typename F>
-__device__ __forceinline__ void with_k_steps(int steps, F&& f) {
-  if (steps >= 4) {
-    f(std::integral_constant<int, 4>{});
-  } else if (steps == 3) {
-    f(std::integral_constant<int, 3>{});
-  } else if (steps == 2) {
-    f(std::integral_constant<int, 2>{});
-  } else {
-    f(std::integral_constant<int, 1>{});
-  }
-}
-
 // The MMAs of one k block (its first `steps` k16 steps: implicit_wgmma_block_steps) for 64 output
 // channels (rows of `weight_band`) and kBN positions (rows of `activations`), one commit group;
 // `first` starts the chain from zero.
 template <typename T, int kBN>
 __device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
                                           const uint8_t* activations, bool first, int steps) {
-  with_k_steps(steps, [&](auto count) {
+  wgmma::with_k_steps(steps, [&](auto count) {
     wgmma::fence();
 #pragma unroll
     for (int j = 0; j < decltype(count)::value; ++j) {

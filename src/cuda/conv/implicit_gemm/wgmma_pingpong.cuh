@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       const uint8_t* const weight = smem.weight_box(at.stage);
       const uint8_t* const activations = smem.activation_box(at.stage);
       wgmma::fence();
-      wgmma_conv_detail::with_k_steps(steps.steps(plan), [&](auto count) {
+      wgmma::with_k_steps(steps.steps(plan), [&](auto count) {
 #pragma unroll
         for (int j = 0; j < decltype(count)::value; ++j) {
           const uint64_t b = wgmma::smem_descriptor_sw128(activations, 32 * j);
