@@ -816,7 +816,7 @@ TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
         EXPECT_NE(c.reason.find("deterministic mode"), std::string::npos) << c.reason;
         if (n > deterministic_ring_max_n(m, k)) {
           EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k << ": " << c.reason;
-          EXPECT_EQ(c.block_n, n <= 256 ? 64 : 128);
+          EXPECT_EQ(c.block_n, n <= 256 ? 64 : 96);
         } else if (in == DType::bf16) {
           EXPECT_EQ(c.path, LinearPath::tma_ring) << n << " x " << m << " x " << k;
         } else {
@@ -862,9 +862,11 @@ TEST(LinearConfigCache, TheModeIsPartOfTheKey) {
 
 TEST(LinearDispatch, ForcedWgmmaVariants) {
   const LinearShape s = bf16_shape(4096, 2048, 4096);
-  const LinearConfig c128 = select_linear_config(s, kH200, "wgmma", true);
+  // n above 256: 96 batch rows per tile (four accumulator sets).
+  EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).name, "wgmma.n96.s7");
+  const LinearConfig c128 = select_linear_config(s, kH200, "wgmma.n128", true);
   EXPECT_EQ(c128.path, LinearPath::wgmma);
-  EXPECT_EQ(c128.name, "wgmma.n128.s6");  // n above 256: 128 batch rows per tile
+  EXPECT_EQ(c128.name, "wgmma.n128.s6");  // three accumulator sets, by name
   EXPECT_EQ(c128.tiles, 16 * 32);
   EXPECT_FALSE(c128.one_chain);
   EXPECT_EQ(c128.grid_x, kH200.multiprocessors);  // persistent: at most one CTA per SM
@@ -891,8 +893,17 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
   EXPECT_EQ(c64.tiles, 2 * 2);
   EXPECT_EQ(c64.grid_x, 4);
   EXPECT_LE(c64.shared_bytes, kH200.shared_optin);
+  // 96-wide tiles (four accumulator sets): the sliced form only, 7 stages.
+  const LinearConfig c96 = select_linear_config(s, kH200, "wgmma.n96", true);
+  EXPECT_EQ(c96.name, "wgmma.n96.s7");
+  EXPECT_EQ(c96.block_n, 96);
+  EXPECT_EQ(c96.tiles, 16 * 43);  // 4096 batch rows in 43 blocks of 96
+  EXPECT_EQ(c96.shared_bytes, 1024 + 7 * (128 + 96) * 128 + 7 * 16);
+  expect_within_limits(c96, s, kH200);
+  EXPECT_NE(forced_error(chain, "wgmma.n96").find("sliced form only"), std::string::npos);
+  EXPECT_EQ(wgmma_config(chain, kH200, 96, true).name, "");
   // The printed name selects the same config.
-  for (const LinearConfig& c : {c128, c64}) {
+  for (const LinearConfig& c : {c128, c96, c64}) {
     EXPECT_EQ(select_linear_config(s, kH200, c.name, true).name, c.name);
   }
   LinearShape f16 = s;
@@ -905,7 +916,7 @@ TEST(LinearDispatch, ForcedWgmmaVariants) {
   strided.tma_compatible = false;
   EXPECT_NE(forced_error(strided, "wgmma.n128").find("cannot be loaded by TMA"), std::string::npos);
   for (const char* bad :
-       {"wgmma.n96", "wgmma.n128.s4", "wgmma.n64.s6", "wgmma.s6", "wgmma.n128x"}) {
+       {"wgmma.n32", "wgmma.n128.s4", "wgmma.n64.s6", "wgmma.n96.s8", "wgmma.s6", "wgmma.n128x"}) {
     EXPECT_NE(forced_error(s, bad).find("unknown wgmma variant"), std::string::npos) << bad;
   }
   LinearDevice ampere = kH200;
@@ -1186,8 +1197,8 @@ TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
   const std::string info = build_info();
   for (const char* name :
-       {"linear kernels (cuda): auto, reference", "ring{4,8,16}", "wgmma[.n64|.n128|.n256][.k{N}]",
-        "stream[.t{C}x{N}]", "simt_f32, cublaslt"}) {
+       {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
+        "wgmma[.n64|.n96|.n128|.n256][.k{N}]", "stream[.t{C}x{N}]", "simt_f32, cublaslt"}) {
     EXPECT_NE(info.find(name), std::string::npos) << name << " in\n" << info;
   }
   // Every family name the line spells out in full is one the dispatcher accepts.

@@ -409,10 +409,11 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
     DeviceLinear problem(c, 3);
     const auto reference = problem.run("reference", 0);
     for (const std::string kernel :
-         {"ring4",           "ring8",     "ring16",       "ring4.t1x2",    "ring8.t1x4",
-          "ring8.t2x4",      "ring4.p1",  "ring16.p1",    "ring8.t1x4.p1", "ring4.fb",
-          "ring16.p1.fb",    "ring16.b4", "ring16.b2.p1", "ring8.b2.fb",   "ring8.w8",
-          "ring16.w8.p1.fb", "wgmma.n64", "wgmma.n128",   "wgmma.n64.k2",  "wgmma.n128.k3"}) {
+         {"ring4",           "ring8",        "ring16",       "ring4.t1x2",    "ring8.t1x4",
+          "ring8.t2x4",      "ring4.p1",     "ring16.p1",    "ring8.t1x4.p1", "ring4.fb",
+          "ring16.p1.fb",    "ring16.b4",    "ring16.b2.p1", "ring8.b2.fb",   "ring8.w8",
+          "ring16.w8.p1.fb", "wgmma.n64",    "wgmma.n96",    "wgmma.n128",    "wgmma.n64.k2",
+          "wgmma.n96.k2",    "wgmma.n128.k3"}) {
       for (int pdl : {0, 1}) {
         try {
           EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;

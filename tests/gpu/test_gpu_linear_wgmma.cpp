@@ -131,7 +131,7 @@ TEST(GpuLinearWgmma, MatchesReferenceBitwise) {
         ++index;
         WgmmaProblem problem(c, 500 + static_cast<uint64_t>(index));
         const std::vector<uint8_t> reference = problem.run("reference", n);
-        for (const std::string prefix : {"wgmma.n64.s8", "wgmma.n128.s6"}) {
+        for (const std::string prefix : {"wgmma.n64.s8", "wgmma.n96.s7", "wgmma.n128.s6"}) {
           const int runs = check_splits(problem, prefix, reference, "the reference");
           ASSERT_GT(runs, 0) << describe(c) << " " << prefix;
           checked += runs;
@@ -160,7 +160,7 @@ TEST(GpuLinearWgmma, EverySplitCountKeepsTheBits) {
         ++index;
         WgmmaProblem problem(c, 900 + static_cast<uint64_t>(index));
         const std::vector<uint8_t> reference = problem.run("reference", c.n);
-        for (const std::string prefix : {"wgmma.n64.s8", "wgmma.n128.s6"}) {
+        for (const std::string prefix : {"wgmma.n64.s8", "wgmma.n96.s7", "wgmma.n128.s6"}) {
           const std::vector<uint8_t> unsplit = problem.run(prefix + ".k1", c.n);
           const int64_t diff = first_difference(reference, unsplit, c.out);
           ASSERT_EQ(diff, -1) << describe(c) << " " << prefix << " (no split) differs from the "

@@ -294,5 +294,30 @@ struct Mma<__half, 256> {
   }
 };
 
+// kSteps k16 steps (1..4) of one k block of a 64-row band: d (+)= a * b, where a is the band (sw128
+// rows of 64 elements) and b the kN operand rows, as one straight-line fence / MMAs / commit
+// sequence, one commit group. `first` makes the first step overwrite acc.
+template <typename T, int kN, int kSteps>
+__device__ __forceinline__ void mma_k_steps(float (&acc)[kN / 2], const uint8_t* a_band,
+                                            const uint8_t* b_rows, bool first) {
+  fence();
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    Mma<T, kN>::run(acc, smem_descriptor_sw128(a_band, 32 * j),
+                    smem_descriptor_sw128(b_rows, 32 * j), !(first && j == 0));
+  }
+  commit_group();
+}
+
+// The same for a run-time count of steps (1..4): one straight-line sequence per count
+// (with_k_steps: no warpgroup.arrive injected by ptxas).
+template <typename T, int kN>
+__device__ __forceinline__ void mma_k_block(float (&acc)[kN / 2], const uint8_t* a_band,
+                                            const uint8_t* b_rows, int steps, bool first) {
+  with_k_steps(steps, [&](auto count) {
+    mma_k_steps<T, kN, decltype(count)::value>(acc, a_band, b_rows, first);
+  });
+}
+
 }  // namespace gemmkit::cuda::wgmma
 // clang-format on

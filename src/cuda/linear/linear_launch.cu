@@ -25,6 +25,7 @@
 #include "cuda/linear/simt_f32_kernel.cuh"
 #include "cuda/linear/stream_kernel.cuh"
 #include "cuda/linear/tma_ring_kernel.cuh"
+#include "cuda/linear/wgmma_fold_kernel.cuh"
 #include "cuda/linear/wgmma_kernel.cuh"
 #include "cuda/linear/wgmma_swap_kernel.cuh"
 
@@ -306,12 +307,16 @@ void launch_wgmma_instance(const detail::LinearProblem& p, const LinearConfig& c
   const int64_t bias_stride = p.has_bias ? p.bias.strides[0] : int64_t{0};
   Out* const out = static_cast<Out*>(p.out.data);
   if (c.one_chain) {
-    GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
-        &config, wgmma_kernel_for<T, Out, kBN, kStages, false, true>(device), w_map, x_map, out_map,
-        tma_store, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n, p.m, p.k,
-        c.m_tiles, c.tiles, 0, 1, static_cast<float4*>(nullptr)));
-    GEMMKIT_CUDA_CHECK_LAUNCH();
-    return;
+    if constexpr (kBN % 64 == 0) {  // 96-wide tiles serve the sliced form only
+      GEMMKIT_CUDA_CHECK(cudaLaunchKernelEx(
+          &config, wgmma_kernel_for<T, Out, kBN, kStages, false, true>(device), w_map, x_map,
+          out_map, tma_store, bias, bias_stride, out, p.out.strides[0], p.out.strides[1], p.n, p.m,
+          p.k, c.m_tiles, c.tiles, 0, 1, static_cast<float4*>(nullptr)));
+      GEMMKIT_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    throw Error("gemmkit::linear: internal: no one-chain wgmma instance with block_n " +
+                std::to_string(kBN));
   }
   if constexpr (kBN <= 128) {  // the sliced form: at most 128 x 128 (three accumulator sets)
     if (c.splits == 1) {
@@ -345,6 +350,7 @@ template <typename T, typename Out>
 void launch_wgmma_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                         int device, void* workspace) {
   if (c.block_n == 64) return launch_wgmma_instance<T, Out, 64, 8>(p, c, s, device, workspace);
+  if (c.block_n == 96) return launch_wgmma_instance<T, Out, 96, 7>(p, c, s, device, workspace);
   if (c.block_n == 128) return launch_wgmma_instance<T, Out, 128, 6>(p, c, s, device, workspace);
   if (c.block_n == 256 && c.one_chain) {
     return launch_wgmma_instance<T, Out, 256, 4>(p, c, s, device, workspace);

@@ -18,7 +18,7 @@ namespace gemmkit::cuda::linear_family {
 constexpr int kWgmmaBlockRows = 128;
 constexpr int kWgmmaThreadsHost = 384;  // one producer and two consumer warpgroups
 inline int wgmma_stages(int block_n) {
-  return block_n == 64 ? 8 : block_n == 128 ? 6 : 4;
+  return block_n == 64 ? 8 : block_n == 96 ? 7 : block_n == 128 ? 6 : 4;
 }
 // The one-chain form with 16-bit out adds the TMA-store epilogue's staging: two 64 x 64 chunks of
 // 16-bit values per consumer warpgroup.
@@ -27,7 +27,7 @@ inline int64_t wgmma_shared_bytes_host(int block_n, int stages, bool staging = f
   return 1024 + int64_t{stages} * (kWgmmaBlockRows + block_n) * 64 * 2 +
          (staging ? kWgmmaStagingBytesHost : 0) + 2 * int64_t{stages} * 8;
 }
-// A forced wgmma name as the names print: "wgmma[.n64|.n128|.n256][.s<stages>][.k<splits>]";
+// A forced wgmma name as the names print: "wgmma[.n64|.n96|.n128|.n256][.s<stages>][.k<splits>]";
 // block_n 0 is chosen as auto would (wgmma_block_n), stages when given must be the ones the variant
 // is built with, splits 0 (no .k) as auto would (wgmma_auto_splits); .k1 is no split. Names print
 // .k<splits> where the kernel splits k or the count was forced, so a printed name selects the
@@ -48,6 +48,8 @@ inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits)
     b = 256;
   } else if (literal(".n64")) {
     b = 64;
+  } else if (literal(".n96")) {
+    b = 96;
   }
   if (b != 0 && literal(".s") && !literal(std::to_string(wgmma_stages(b)).c_str())) return false;
   int k = 0;
@@ -64,11 +66,15 @@ inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits)
   splits = k;
   return true;
 }
-// Batch rows per tile: 64 up to n = 256 (more, smaller tiles keep more SMs busy: 256 x 4096 x 4096
-// took 32.4 us at n64 against 68.5 at n128 with pairs of CTAs, H200), 128 above (512 x 4096 x 4096:
-// 34.5 against 55.0 us; docs/perf.md).
+// Batch rows per tile of the sliced form: 64 up to n = 256, 96 above (the widest tiles whose four
+// accumulator sets overlap a slice's fold with the next slice's MMAs). H200, against the
+// three-set 128-wide tiles that served n > 256 before: 1024 x 1280 x 8192 43.1 against 54.9 us,
+// 1024 x 1536 x 7168 42.9 against 49.2, 4096 x 576 x 7168 80.0 against 99.1; level at n = 4096
+// on the wider weights (4096 x 1536 x 7168 152.6 against 148.6). The sliced tiles are bound by
+// their operand stream ((128 + width) rows of 128 bytes per k16 step pair), so wider is better
+// only while the tiles still fill the SMs (docs/perf.md).
 inline int wgmma_block_n(int64_t n) {
-  return n <= 256 ? 64 : 128;
+  return n <= 256 ? 64 : 96;
 }
 
 // Batch rows per tile in the one-chain form (one accumulator set, so 256 fits): the width of least
@@ -154,8 +160,9 @@ inline LinearConfig wgmma_config(const LinearShape& s, const LinearDevice& d, in
   c.m_tiles = ceil_div(s.m, kWgmmaBlockRows);
   c.tiles = c.m_tiles * ceil_div(s.n, block_n);
   c.one_chain = canonical_one_chain(s.m);
-  // One chain: no k split (a split would change the expression); 256-wide tiles only there.
-  if (c.one_chain ? splits > 1 : block_n > 128) return LinearConfig{};
+  // One chain: no k split (a split would change the expression); 256-wide tiles only there,
+  // 96-wide ones only in the sliced form.
+  if (c.one_chain ? splits > 1 || block_n == 96 : block_n > 128) return LinearConfig{};
   const int64_t groups = ceil_div(s.k, kGroupK);
   c.splits_forced = splits != 0;
   c.splits = splits != 0 || c.one_chain

@@ -7,8 +7,10 @@
 // tile). Sliced form (weights of fewer than kOneChainMinRows rows): a slice's partial is the chain
 // of its k16 steps (wgmma m64nNk16) from zero, the first step written without reading the
 // accumulator and steps past the slice's blocks not issued; slice partials fold into the group sum
-// and group sums into the total in the canonical order, in registers (total, group, partial: three
-// accumulator sets, so a tile is at most 128 x 128). One-chain form (kOneChain, weights of
+// and group sums into the total in the canonical order, in registers: up to kWgmmaOverlapMaxN (96)
+// batch rows a tile, four accumulator sets (total, group, two partials taken in turn, so a slice's
+// fold runs under the next slice's MMAs), 128 x 128 with three (total, group, partial: each
+// slice's MMAs drain before its fold). One-chain form (kOneChain, weights of
 // kOneChainMinRows rows and more): one accumulator set takes every k16 step of k in order, the
 // MMAs of the next k block issued while the last block's complete (wait_group 1), so the tensor
 // cores never drain inside a tile, and tiles reach 128 x 256. The bits never depend on the batch,
@@ -18,9 +20,9 @@
 // Structure: one producer warpgroup (one thread issues the TMA loads of 64-wide k blocks of the
 // weight and activation tiles into a ring of kStages stages, 128-byte swizzle) and two consumer
 // warpgroups (64 weight rows each) over a persistent grid: CTA b takes work units b, b + grid, ...
-// in the banded tile order of tile_order.h. Sliced form: each slice's MMAs complete (wait_group 0)
-// before its partial is folded and its stages are freed. Registers: setmaxnreg gives the consumers
-// 240 and the producer 24. PDL: every thread waits for the preceding grid before the first load.
+// in the banded tile order of tile_order.h. Sliced form: a slice's stages are freed once its MMAs
+// complete, before its partial is folded. Registers: setmaxnreg gives the consumers 240 and the
+// producer 24. PDL: every thread waits for the preceding grid before the first load.
 //
 // k split (kSplit, sliced form only; the count is chosen by wgmma_auto_splits in wgmma_config.h): a
 // problem of few tiles would leave most SMs idle, so k's groups (512 each) are cut into runs of
@@ -32,13 +34,13 @@
 // split_groups + 1, and linear_wgmma_fold_kernel, launched after it on the stream (PDL: it waits
 // for this grid's completion before reading), adds slots 1, 2, ... into slot 0 in ascending order,
 // then the bias, and rounds once: the same fp32 adds in the same order as the unsplit epilogue (no
-// products, so nothing can contract into an FMA). A second kernel rather than a last-arriving CTA
-// per tile: no arrival counters to zero or reset per call (graph capture, a caller's workspace), no
-// fences, and the fold spreads over tiles * kBN / 8 blocks instead of one CTA per tile. Workspace:
-// per tile, slots of 128 x kBN fp32 stored as float4 in the accumulator layout (slot, register
-// quadruple j, thread), so a warp's stores and the fold's loads are 512 contiguous bytes; 64-bit
-// indices. The split kernel triggers its dependents at the start so the fold's blocks are
-// resident and waiting when it ends.
+// products, so nothing can contract into an FMA; wgmma_fold_kernel.cuh). A second kernel rather
+// than a last-arriving CTA per tile: no arrival counters to zero or reset per call (graph capture,
+// a caller's workspace), no fences, and the fold spreads over tiles * kBN / 8 blocks instead of one
+// CTA per tile. Workspace: per tile, slots of 128 x kBN fp32 stored as float4 in the accumulator
+// layout (slot, register quadruple j, thread), so a warp's stores and the fold's loads are 512
+// contiguous bytes; 64-bit indices. The split kernel triggers its dependents at the start so the
+// fold's blocks are resident and waiting when it ends.
 //
 // Wins: batches of a few tiles and more where bits must not depend on the batch (docs/perf.md
 // has its speed against cuBLASLt); the split for problems of fewer tiles than half the SMs with
@@ -59,6 +61,9 @@ namespace gemmkit::cuda::linear_family {
 constexpr int kWgmmaBlockM = 128;  // weight rows per tile: two consumer warpgroups of 64
 constexpr int kWgmmaBlockK = 64;   // k per ring stage: one 128-byte swizzled row of 16-bit values
 constexpr int kWgmmaConsumers = 2;
+// The widest sliced tile whose four accumulator sets (total, group sum, two slice partials) fit
+// the consumers' registers: up to it, a slice's MMAs overlap the fold of the one before.
+constexpr int kWgmmaOverlapMaxN = 96;
 constexpr int kWgmmaThreads = 128 * (1 + kWgmmaConsumers);
 
 // Output chunks of the TMA-store epilogue: 64 batch rows by a warpgroup's 64 weight rows of
@@ -81,22 +86,10 @@ struct WgmmaSharedLayout {
 
 namespace wgmma_detail {
 
-// Issues the k16 steps of one 64-wide k block (`steps` of them, 1..4) into acc as one commit
-// group; the first step of a slice (`first`) overwrites acc. The weight operand is this
-// warpgroup's 64-row band.
-template <typename T, int kBN>
-__device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
-                                          const uint8_t* activations, int steps, bool first) {
-  wgmma::with_k_steps(steps, [&](auto count) {
-    wgmma::fence();
+template <int kCount>
+__device__ __forceinline__ void copy_into(float (&to)[kCount], const float (&from)[kCount]) {
 #pragma unroll
-    for (int j = 0; j < decltype(count)::value; ++j) {
-      wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
-                              wgmma::smem_descriptor_sw128(activations, 32 * j),
-                              !(first && j == 0));
-    }
-    wgmma::commit_group();
-  });
+  for (int i = 0; i < kCount; ++i) to[i] = from[i];
 }
 
 template <int kCount>
@@ -169,7 +162,7 @@ __device__ __forceinline__ void one_chain_tile(float (&acc)[kN / 2], int64_t k, 
   for (int kb = 0; kb < k_blocks; ++kb) {
     ptx::mbarrier_wait(&full[stage], phase);
     const int steps = min(4, static_cast<int>((k - int64_t{kb} * kWgmmaBlockK + 15) / 16));
-    mma_block<T, kN>(acc, a_box(stage), b_box(stage), steps, false);
+    wgmma::mma_k_block<T, kN>(acc, a_box(stage), b_box(stage), steps, false);
     if (kb > 0) {  // the last block's MMAs are done with its stage
       wgmma::wait_group<1>();
       if (t == 0) ptx::mbarrier_arrive(&empty[previous]);
@@ -236,6 +229,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   constexpr int kGroupBlocks = static_cast<int>(kGroupK / kWgmmaBlockK);
   static_assert(!(kSplit && kOneChain), "one chain is never split");
   static_assert(kOneChain || kBN <= 128, "three accumulator sets: at most 128 x 128");
+  static_assert(kBN % 64 == 0 || (!kOneChain && kBN <= kWgmmaOverlapMaxN),
+                "96-wide tiles: the overlapped sliced form only");
   extern __shared__ __align__(1024) char shared_raw[];
   // Aligned by an offset from shared_raw, so the compiler keeps the shared address space.
   uint8_t* shared = reinterpret_cast<uint8_t*>(
@@ -269,7 +264,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     uint32_t phase = 0;
     for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
       const int64_t tile = unit % tiles;
-      const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
+      const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
       const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
       const auto m0 = static_cast<int32_t>(at.m_block * kWgmmaBlockM);
       const auto n0 = static_cast<int32_t>(at.n_block * kBN);
@@ -296,9 +291,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     int used = 0;
     for (int h = 0; h < 2 && 2 * s + h < k_blocks; ++h) {
       ptx::mbarrier_wait(&full[stage], phase);
-      wgmma_detail::mma_block<T, kBN>(acc, weight_box(stage) + consumer * 64 * 128,
-                                      activation_box(stage), min(4, slice_blocks(k, s) - 4 * h),
-                                      h == 0);
+      wgmma::mma_k_block<T, kBN>(acc, weight_box(stage) + consumer * 64 * 128,
+                                 activation_box(stage), min(4, slice_blocks(k, s) - 4 * h), h == 0);
       ++used;
       if (++stage == kStages) {
         stage = 0;
@@ -358,11 +352,100 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     if constexpr (kStaging) {
       if (tma_store && t == 0) ptx::bulk_wait_group_all();  // staging valid until stores land
     }
+  } else if constexpr (kBN <= kWgmmaOverlapMaxN) {
+    // Four accumulator sets: the total, the group sum and two slice partials taken in turn. A
+    // group of four full slices is one straight-line sequence in which slice j + 1's MMAs run
+    // while slice j's partial is folded (a full slice is two commit groups, so wait_group<2>
+    // after slice j + 1's issue means slice j is complete), and the MMAs drain once per group
+    // instead of once per slice. ptxas keeps MMAs in flight across the folds only in code
+    // without a loop around them (it serializes them, C7514, when MMAs stay in flight across a
+    // loop's back edge), hence the drain at each group's end. k's last group, when not four full
+    // slices, drains after each slice.
+    float total[kRegs], group[kRegs], part_a[kRegs], part_b[kRegs];
+    struct SliceStages {
+      int first = 0, used = 0;
+    };
+    // A slice of all 128 elements of k: its two k blocks of four steps.
+    const auto issue_full = [&](float(&acc)[kRegs]) {
+      const SliceStages f{stage, 2};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        ptx::mbarrier_wait(&full[stage], phase);
+        wgmma::mma_k_steps<T, kBN, 4>(acc, weight_box(stage) + consumer * 64 * 128,
+                                      activation_box(stage), h == 0);
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      return f;
+    };
+    // Slice `slot` of group g is complete in `acc`: free its stages, fold it into the group's sum
+    // (group 0's: the total itself).
+    const auto fold = [&](float(&acc)[kRegs], int slot, SliceStages f, int g) {
+      wgmma::fence_registers(acc);
+      if (t == 0) {
+        ptx::mbarrier_arrive(&empty[f.first]);
+        if (f.used == 2) ptx::mbarrier_arrive(&empty[f.first + 1 == kStages ? 0 : f.first + 1]);
+      }
+      if (g == 0) {
+        if (slot == 0) {
+          wgmma_detail::copy_into(total, acc);
+        } else {
+          wgmma_detail::add_into(total, acc);
+        }
+      } else if (slot == 0) {
+        wgmma_detail::copy_into(group, acc);
+      } else {
+        wgmma_detail::add_into(group, acc);
+      }
+    };
+    const int full_groups = static_cast<int>(k / kGroupK);
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      const int64_t tile = unit % tiles;
+      const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
+      const int g_end = min(groups, g_begin + unit_groups);
+      for (int g = g_begin; g < g_end; ++g) {
+        if (g < full_groups) {
+          const SliceStages in0 = issue_full(part_a);
+          const SliceStages in1 = issue_full(part_b);
+          wgmma::wait_group<2>();
+          fold(part_a, 0, in0, g);
+          const SliceStages in2 = issue_full(part_a);
+          wgmma::wait_group<2>();
+          fold(part_b, 1, in1, g);
+          const SliceStages in3 = issue_full(part_b);
+          wgmma::wait_group<2>();
+          fold(part_a, 2, in2, g);
+          wgmma::wait_group<0>();
+          fold(part_b, 3, in3, g);
+        } else {
+          const int s0 = g * static_cast<int>(kGroupSlices);
+          for (int s = s0; s < min(slices, s0 + static_cast<int>(kGroupSlices)); ++s) {
+            const SliceStages in{stage, issue_slice(part_a, s)};
+            wgmma::wait_group<0>();
+            fold(part_a, s - s0, in, g);
+          }
+        }
+        if (g > 0) {  // the group's sum into the total, or (a k split's later run) to workspace
+          if (!kSplit || g_begin == 0) {
+            wgmma_detail::add_into(total, group);
+          } else {
+            store_sums(group, tile, g - unit_groups + 1);
+          }
+        }
+      }
+      if constexpr (kSplit) {
+        if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
+        continue;
+      }
+      store_tile(total, tile);
+    }
   } else {
     float total[kRegs], group[kRegs], partial[kRegs];
     for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
       const int64_t tile = unit % tiles;
-      const int g_begin = static_cast<int>(unit / tiles) * unit_groups;
+      const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
       const int s_end = min(slices, (g_begin + unit_groups) * static_cast<int>(kGroupSlices));
       for (int s = g_begin * static_cast<int>(kGroupSlices); s < s_end; ++s) {
         const int first_stage = stage;
@@ -405,48 +488,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       }
       store_tile(total, tile);
     }
-  }
-}
-
-// The fold of a k split: per output element of each tile, slot 0 (the prefix of the run of group
-// 0) plus slots 1, 2, ... (the later groups' sums) in ascending order, then the bias, one rounding
-// and the store: the unsplit kernel's epilogue on the same values. Block b folds register
-// quadruple b % (kBN / 8) of tile b / (kBN / 8); thread i is consumer thread i of the split kernel
-// (the same element coordinates and store pattern). Grid-stride over blocks; PDL: waits for the
-// split kernel before its first load.
-template <typename T, typename Out, int kBN>
-__global__ void __launch_bounds__(256)
-    linear_wgmma_fold_kernel(const float4* workspace, int64_t slots, const T* bias,
-                             int64_t bias_stride, Out* out, int64_t out_row_stride,
-                             int64_t out_col_stride, int64_t n, int64_t m, int64_t m_blocks,
-                             int64_t tiles) {
-  constexpr int kQuads = kBN / 8;  // float4 per consumer thread and slot
-  ptx::grid_dependency_wait();
-  const int consumer = static_cast<int>(threadIdx.x / 128);
-  const int t = static_cast<int>(threadIdx.x % 128);
-  const int warp = t / 32, lane = t % 32;
-  for (int64_t block = blockIdx.x; block < tiles * kQuads; block += gridDim.x) {
-    const int64_t tile = block / kQuads;
-    const int j = static_cast<int>(block % kQuads);
-    const float4* from = workspace + (tile * slots * kQuads + j) * 256 + threadIdx.x;
-    float4 sum = from[0];
-#pragma unroll 4
-    for (int64_t slot = 1; slot < slots; ++slot) {
-      const float4 g = from[slot * kQuads * 256];
-      sum.x += g.x;
-      sum.y += g.y;
-      sum.z += g.z;
-      sum.w += g.w;
-    }
-    const float value4[4] = {sum.x, sum.y, sum.z, sum.w};
-    const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
-    const int64_t m0 = at.m_block * kWgmmaBlockM;
-    const int64_t n0 = at.n_block * kBN;
-    const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
-    float bias_value[2];
-    wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);
-    wgmma_detail::store_quad(value4, bias != nullptr, bias_value, row0, n0 + 8 * j + 2 * (lane % 4),
-                             out, out_row_stride, out_col_stride, n, m);
   }
 }
 

@@ -94,9 +94,9 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     WgmmaConvStepCursor steps = implicit_wgmma_step_cursor(plan, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
-      wgmma_conv_detail::mma_block<T, kN>(acc, smem.weight_box(at.stage) + weight_offset,
-                                          smem.activation_box(at.stage) + activation_offset,
-                                          in_segment == 0, steps.steps(plan));
+      wgmma::mma_k_block<T, kN>(acc, smem.weight_box(at.stage) + weight_offset,
+                                smem.activation_box(at.stage) + activation_offset,
+                                steps.steps(plan), in_segment == 0);
       steps.next(plan);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();

@@ -179,24 +179,6 @@ __device__ __forceinline__ void run_phase_producer(
   }
 }
 
-// The MMAs of one k block (its first `steps` k16 steps: implicit_wgmma_block_steps) for 64 output
-// channels (rows of `weight_band`) and kBN positions (rows of `activations`), one commit group;
-// `first` starts the chain from zero.
-template <typename T, int kBN>
-__device__ __forceinline__ void mma_block(float (&acc)[kBN / 2], const uint8_t* weight_band,
-                                          const uint8_t* activations, bool first, int steps) {
-  wgmma::with_k_steps(steps, [&](auto count) {
-    wgmma::fence();
-#pragma unroll
-    for (int j = 0; j < decltype(count)::value; ++j) {
-      wgmma::Mma<T, kBN>::run(acc, wgmma::smem_descriptor_sw128(weight_band, 32 * j),
-                              wgmma::smem_descriptor_sw128(activations, 32 * j),
-                              !(first && j == 0));
-    }
-    wgmma::commit_group();
-  });
-}
-
 // The output channel (within the group) of fragment rows lane / 4 of warp `warp` of 64-channel
 // half `half` of tile `at`; the thread's other row is 8 channels on.
 __device__ __forceinline__ int32_t fragment_row0(const ImplicitWgmmaPlan& plan,
@@ -250,7 +232,7 @@ __device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
 }
 
 // The element-store epilogue of 64-channel half `half` of tile `at` at the kBN box columns from
-// `first_column` (accumulators acc, kBN / 2 of them in the fragment layout of mma_block).
+// `first_column` (accumulators acc, kBN / 2 of them in the fragment layout of wgmma::mma_k_block).
 template <typename T, typename TOut, int kBN>
 __device__ __forceinline__ void store_half_elements(const ImplicitWgmmaPlan& plan,
                                                     const WgmmaConvTile& at, int half,
