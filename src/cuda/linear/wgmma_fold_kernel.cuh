@@ -38,10 +38,8 @@ __global__ void __launch_bounds__(256)
       sum.w += g.w;
     }
     const float value4[4] = {sum.x, sum.y, sum.z, sum.w};
-    const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
-    const int64_t m0 = at.m_block * kWgmmaBlockM;
-    const int64_t n0 = at.n_block * kBN;
-    const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
+    const auto [row0, n0] =
+        wgmma_detail::fragment_origin(tile, m_blocks, tiles, kBN, consumer, warp, lane);
     float bias_value[2];
     wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);
     wgmma_detail::store_quad(value4, bias != nullptr, bias_value, row0, n0 + 8 * j + 2 * (lane % 4),

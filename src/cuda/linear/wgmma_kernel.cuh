@@ -98,6 +98,18 @@ __device__ __forceinline__ void add_into(float (&sum)[kCount], const float (&val
   for (int i = 0; i < kCount; ++i) sum[i] += value[i];
 }
 
+// Where thread (consumer, warp, lane)'s accumulator fragment of tile `tile` (kBN batch rows)
+// lies: its first weight row (output column; the other is 8 on) and the tile's first batch row.
+struct WgmmaFragmentOrigin {
+  int64_t row0, n0;
+};
+__device__ __forceinline__ WgmmaFragmentOrigin fragment_origin(int64_t tile, int64_t m_blocks,
+                                                               int64_t tiles, int block_n,
+                                                               int consumer, int warp, int lane) {
+  const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
+  return {at.m_block * kWgmmaBlockM + consumer * 64 + warp * 16 + lane / 4, at.n_block * block_n};
+}
+
 // The bias of output columns row0 and row0 + 8 (0 where past m or without a bias).
 template <typename T>
 __device__ __forceinline__ void load_bias_pair(const T* bias, int64_t bias_stride, int64_t row0,
@@ -312,10 +324,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   };
   // The epilogue of a tile (wgmma_detail::store_quad), register quadruple by quadruple.
   const auto store_tile = [&](const float(&sums)[kRegs], int64_t tile) {
-    const WgmmaTileCoords at = wgmma_tile_coords(tile, m_blocks, tiles / m_blocks);
-    const int64_t m0 = at.m_block * kWgmmaBlockM;
-    const int64_t n0 = at.n_block * kBN;
-    const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;  // weight row = output column
+    const auto [row0, n0] =
+        wgmma_detail::fragment_origin(tile, m_blocks, tiles, kBN, consumer, warp, lane);
     float bias_value[2];
     wgmma_detail::load_bias_pair(bias, bias_stride, row0, m, bias_value);
 #pragma unroll
