@@ -816,7 +816,7 @@ TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
         EXPECT_NE(c.reason.find("deterministic mode"), std::string::npos) << c.reason;
         if (n > deterministic_ring_max_n(m, k)) {
           EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k << ": " << c.reason;
-          EXPECT_EQ(c.block_n, n <= 256 ? 64 : 96);
+          EXPECT_EQ(c.block_n, wgmma_sliced_block_n(s, kH200));
         } else if (in == DType::bf16) {
           EXPECT_EQ(c.path, LinearPath::tma_ring) << n << " x " << m << " x " << k;
         } else {
@@ -860,10 +860,49 @@ TEST(LinearConfigCache, TheModeIsPartOfTheKey) {
   EXPECT_NE(cache.find(0, s, "", true), nullptr);
 }
 
+TEST(LinearDispatch, WgmmaSlicedWidthOfLeastEstimatedTime) {
+  // Measured on an H200 (docs/perf.md): the width each shape ran fastest at, and the estimate's.
+  struct Expect {
+    int64_t n, m, k;
+    int width;
+  };
+  for (const Expect& e :
+       {Expect{64, 1536, 7168, 64}, Expect{512, 128, 2880, 64}, Expect{1024, 128, 2880, 64},
+        Expect{4096, 256, 7168, 64}, Expect{1024, 1536, 7168, 96}, Expect{1024, 1280, 8192, 96},
+        Expect{4096, 576, 7168, 96}, Expect{4096, 1536, 7168, 128},
+        Expect{4096, 1280, 8192, 128}}) {
+    const LinearShape s = bf16_shape(e.n, e.m, e.k);
+    SCOPED_TRACE(std::to_string(e.n) + " x " + std::to_string(e.m) + " x " + std::to_string(e.k));
+    EXPECT_EQ(wgmma_sliced_block_n(s, kH200), e.width);
+    LinearShape det = s;
+    det.batch_invariant = true;
+    const LinearConfig c = select_linear_config(det, kH200, "", true);
+    EXPECT_EQ(c.block_n, e.width);
+    EXPECT_NE(c.reason.find(std::to_string(e.width) + "-wide tiles"), std::string::npos)
+        << c.reason;
+    EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).block_n, e.width);
+  }
+  // The estimate: the longest CTA's groups, or the operand bytes at the L2's rate, plus a split's
+  // workspace round trip and the fold's launch.
+  const LinearShape s = bf16_shape(1024, 1536, 7168);  // 12 x 11 tiles of 96: one wave, 14 groups
+  const LinearConfig c96 = wgmma_config(s, kH200, 96, true);
+  EXPECT_EQ(c96.splits, 1);
+  EXPECT_NEAR(wgmma_sliced_cost_us(c96, s, kH200), 14 * 3.0, 1e-9);
+  const LinearShape big = bf16_shape(4096, 1280, 8192);  // 640 tiles of 64: bound by the L2
+  const LinearConfig c64 = wgmma_config(big, kH200, 64, true);
+  EXPECT_NEAR(wgmma_sliced_cost_us(c64, big, kH200), 640.0 * 16 * 32 * 192 * 32 / 11e6, 1e-6);
+  const LinearShape few = bf16_shape(64, 1280, 8192);  // 8 runs of 2 groups
+  const LinearConfig split = wgmma_config(few, kH200, 64, true);
+  ASSERT_EQ(split.splits, 8);
+  EXPECT_NEAR(wgmma_sliced_cost_us(split, few, kH200),
+              2 * 2.1 + static_cast<double>(split.workspace_bytes) * 2 / 5e6 + 2, 1e-9);
+}
+
 TEST(LinearDispatch, ForcedWgmmaVariants) {
   const LinearShape s = bf16_shape(4096, 2048, 4096);
-  // n above 256: 96 batch rows per tile (four accumulator sets).
-  EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).name, "wgmma.n96.s7");
+  // The width of least estimated time: 512 tiles of 128 in 4 waves (the L2 would take 98 us of
+  // the 109 estimated), where 96 and 64 take 6 and 8 waves.
+  EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).name, "wgmma.n128.s6");
   const LinearConfig c128 = select_linear_config(s, kH200, "wgmma.n128", true);
   EXPECT_EQ(c128.path, LinearPath::wgmma);
   EXPECT_EQ(c128.name, "wgmma.n128.s6");  // three accumulator sets, by name
@@ -960,24 +999,26 @@ TEST(LinearDispatch, WgmmaKSplitRule) {
            Case{65, 128, 2880, 3, 2},     // two tiles, 6 groups
        }) {
     LinearShape s = bf16_shape(e.n, e.m, e.k);
-    const LinearConfig c = wgmma_auto(s, kH200, wgmma_block_n(e.n));
+    // The split rule at the table's widths: 64 up to n = 256, 128 above.
+    const LinearConfig c = wgmma_auto(s, kH200, e.n <= 256 ? 64 : 128);
     SCOPED_TRACE(std::to_string(e.n) + " x " + std::to_string(e.m) + " x " + std::to_string(e.k));
     ASSERT_FALSE(c.name.empty());
     EXPECT_EQ(c.splits, e.splits);
     EXPECT_EQ(c.split_groups, e.split_groups);
     EXPECT_EQ(c.grid_x, std::min<int64_t>(c.tiles * c.splits, kH200.multiprocessors));
     expect_within_limits(c, s, kH200);
-    // Deterministic mode and the forced names without .k take the same split.
+    // Deterministic mode and the forced names without .k take the same split at their width.
+    const LinearConfig same = wgmma_auto(s, kH200, wgmma_sliced_block_n(s, kH200));
     s.batch_invariant = true;
     if (e.n > deterministic_ring_max_n(e.m, e.k)) {
       const LinearConfig det = select_linear_config(s, kH200, "", true);
-      EXPECT_EQ(det.name, c.name);
-      if (c.splits > 1) {
-        EXPECT_NE(det.reason.find("k split in " + std::to_string(c.splits)), std::string::npos)
+      EXPECT_EQ(det.name, same.name);
+      if (same.splits > 1) {
+        EXPECT_NE(det.reason.find("k split in " + std::to_string(same.splits)), std::string::npos)
             << det.reason;
       }
     }
-    EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).name, c.name);
+    EXPECT_EQ(select_linear_config(s, kH200, "wgmma", true).name, same.name);
   }
   EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).name, "wgmma.n64.s8.k8");
   EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).workspace_bytes,

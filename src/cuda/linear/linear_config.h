@@ -137,7 +137,7 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
       return c;
     }
   }
-  LinearConfig c = wgmma_config(s, d, wgmma_block_n(s.n), pdl);
+  LinearConfig c = wgmma_config(s, d, wgmma_sliced_block_n(s, d), pdl);
   if (c.name.empty()) {
     return reference_config(s, d, mode + "no ring or wgmma configuration fits the device");
   }
@@ -145,6 +145,7 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
              (s.n > ring_max_n ? "n = " + std::to_string(s.n) + " > " + std::to_string(ring_max_n) +
                                      ": the wgmma kernel"
                                : "no ring configuration fits: the wgmma kernel") +
+             ", " + std::to_string(c.block_n) + "-wide tiles (least estimated time)" +
              wgmma_split_reason(c, d);
   return c;
 }
@@ -321,8 +322,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!s.tma_compatible) reject(kNotTmaLoadableForced);
     const bool one_chain = canonical_one_chain(s.m);
     if (block_n == 0) {
-      block_n =
-          one_chain ? wgmma_one_chain_block_n(s.m, s.n, d.multiprocessors) : wgmma_block_n(s.n);
+      block_n = one_chain ? wgmma_one_chain_block_n(s.m, s.n, d.multiprocessors)
+                          : wgmma_sliced_block_n(s, d);
     }
     if (block_n == 256 && !one_chain) {
       reject("wgmma.n256 (one accumulator set) serves the one-chain form only: weights of m >= " +

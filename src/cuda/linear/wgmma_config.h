@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -28,10 +29,10 @@ inline int64_t wgmma_shared_bytes_host(int block_n, int stages, bool staging = f
          (staging ? kWgmmaStagingBytesHost : 0) + 2 * int64_t{stages} * 8;
 }
 // A forced wgmma name as the names print: "wgmma[.n64|.n96|.n128|.n256][.s<stages>][.k<splits>]";
-// block_n 0 is chosen as auto would (wgmma_block_n), stages when given must be the ones the variant
-// is built with, splits 0 (no .k) as auto would (wgmma_auto_splits); .k1 is no split. Names print
-// .k<splits> where the kernel splits k or the count was forced, so a printed name selects the
-// config it names.
+// block_n 0 is chosen as auto would (wgmma_sliced_block_n or wgmma_one_chain_block_n), stages when
+// given must be the ones the variant is built with, splits 0 (no .k) as auto would
+// (wgmma_auto_splits); .k1 is no split. Names print .k<splits> where the kernel splits k or the
+// count was forced, so a printed name selects the config it names.
 inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits) {
   std::size_t at = 0;
   const auto literal = [&](const char* text) {
@@ -66,17 +67,6 @@ inline bool parse_wgmma_name(const std::string& name, int& block_n, int& splits)
   splits = k;
   return true;
 }
-// Batch rows per tile of the sliced form: 64 up to n = 256, 96 above (the widest tiles whose four
-// accumulator sets overlap a slice's fold with the next slice's MMAs). H200, against the
-// three-set 128-wide tiles that served n > 256 before: 1024 x 1280 x 8192 43.1 against 54.9 us,
-// 1024 x 1536 x 7168 42.9 against 49.2, 4096 x 576 x 7168 80.0 against 99.1; level at n = 4096
-// on the wider weights (4096 x 1536 x 7168 152.6 against 148.6). The sliced tiles are bound by
-// their operand stream ((128 + width) rows of 128 bytes per k16 step pair), so wider is better
-// only while the tiles still fill the SMs (docs/perf.md).
-inline int wgmma_block_n(int64_t n) {
-  return n <= 256 ? 64 : 96;
-}
-
 // Batch rows per tile in the one-chain form (one accumulator set, so 256 fits): the width of least
 // estimated time, waves x per-tile cost, with a tile of width b costing b + kWgmmaTileOverhead
 // (the fixed share of a tile, its weight box stream and epilogue, in batch columns); ties go to
@@ -192,6 +182,49 @@ inline std::string wgmma_split_reason(const LinearConfig& c, const LinearDevice&
   return ", k split in " + std::to_string(c.splits) + " runs of " + std::to_string(c.split_groups) +
          " groups (" + std::to_string(c.tiles) + " tiles on " + std::to_string(d.multiprocessors) +
          " SMs)";
+}
+
+// The sliced form's tile width (wgmma_sliced_block_n) by an estimate of each width's time in
+// microseconds on an H200 (wgmma_sliced_cost_us): the sliced tiles wait on their operand stream,
+// (128 + width) rows of 32 bytes per k16 step taken in at about 42-50 bytes per cycle per SM, so
+// a group of 512 k costs a CTA about 2.1, 3.0 and 3.4 us at widths 64, 96 and 128 (four, four and
+// three accumulator sets; docs/perf.md); the call takes the longest CTA's units of split_groups
+// groups, or all its operand bytes at the L2's rate (about 11 TB/s), whichever is longer, plus a
+// k split's workspace written and read back (about 5 TB/s) and the fold kernel's launch (2 us).
+// Fitted on 24 sliced shapes (n 64-4096; m 128-1536; k 2048-8192): the widths it picks ran
+// within 0.2% of each shape's fastest width on average (H200), where 64 up to n = 256 and 96 above
+// ran within 3% (gpt-oss's router at n = 1024: 8.8 us at 64 against 10.8 at 96; 4096 x 1536 x
+// 7168: 145.6 at 128 against 150.1 at 96).
+constexpr int kWgmmaSlicedWidths[] = {64, 96, 128};
+inline double wgmma_sliced_cost_us(const LinearConfig& c, const LinearShape& s,
+                                   const LinearDevice& d) {
+  const double per_group = c.block_n == 64 ? 2.1 : c.block_n == 96 ? 3.0 : 3.4;
+  const double units = static_cast<double>(c.tiles) * static_cast<double>(c.splits);
+  const double waves = std::ceil(units / static_cast<double>(d.multiprocessors));
+  const double per_cta = waves * static_cast<double>(c.split_groups) * per_group;
+  const double groups = static_cast<double>(ceil_div(s.k, kGroupK));
+  const double bytes = static_cast<double>(c.tiles) * groups * 32.0 *
+                       static_cast<double>(kWgmmaBlockRows + c.block_n) * 32.0;
+  double us = std::max(per_cta, bytes / 11e6);
+  if (c.splits > 1) us += static_cast<double>(c.workspace_bytes) * 2.0 / 5e6 + 2.0;
+  return us;
+}
+// The width of least estimated time among those whose config fits (ties to the narrower; 64 when
+// none fits, which wgmma_config then reports).
+inline int wgmma_sliced_block_n(const LinearShape& s, const LinearDevice& d,
+                                int64_t workspace_budget = kWgmmaSplitWorkspaceBytes) {
+  int best = kWgmmaSlicedWidths[0];
+  double best_us = -1;
+  for (const int width : kWgmmaSlicedWidths) {
+    const LinearConfig c = wgmma_config(s, d, width, false, 0, workspace_budget);
+    if (c.name.empty()) continue;
+    const double us = wgmma_sliced_cost_us(c, s, d);
+    if (best_us < 0 || us < best_us) {
+      best = width;
+      best_us = us;
+    }
+  }
+  return best;
 }
 
 // The transposed one-chain kernel (wgmma_swap_kernel.cuh): tiles of block_w weight rows (32, 64,
