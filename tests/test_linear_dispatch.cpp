@@ -1237,19 +1237,20 @@ TEST(LinearDispatch, WgmmaKSplitNames) {
 TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
   const std::string info = build_info();
-  for (const char* name :
-       {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
-        "wgmma[.n64|.n96|.n128|.n256][.k{N}]", "stream[.t{C}x{N}]", "simt_f32, cublaslt"}) {
+  for (const char* name : {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
+                           "wgmma[.n64|.n96|.n128|.n256][.k{N}]", "wgmma.t{32,64,128,256}",
+                           "stream[.t{C}x{N}]", "simt_f32, cublaslt"}) {
     EXPECT_NE(info.find(name), std::string::npos) << name << " in\n" << info;
   }
   // Every family name the line spells out in full is one the dispatcher accepts.
   const LinearShape s = bf16_shape(512, 256, 1024);
-  for (const char* forced : {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n128",
-                             "wgmma.n64.k2", "cublaslt"}) {
+  for (const char* forced : {"auto", "reference", "ring8", "wgmma", "wgmma.n64", "wgmma.n96",
+                             "wgmma.n128", "wgmma.n64.k2", "cublaslt"}) {
     EXPECT_EQ(forced_error(s, forced), "no error") << forced;
   }
   const LinearShape chain = bf16_shape(512, 4096, 1024);  // the one-chain form
-  for (const char* forced : {"auto", "reference", "wgmma.n256", "stream", "stream.t2x1"}) {
+  for (const char* forced :
+       {"auto", "reference", "wgmma.n256", "wgmma.t32", "wgmma.t256", "stream", "stream.t2x1"}) {
     EXPECT_EQ(forced_error(chain, forced), "no error") << forced;
   }
 }
