@@ -297,6 +297,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int warp = t / 32, lane = t % 32;
   int stage = 0;
   uint32_t phase = 0;
+  const auto next_stage = [&] {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  };
   // Issues the one or two k blocks of slice s into acc (a commit group each); returns the stages
   // it used.
   const auto issue_slice = [&](float(&acc)[kRegs], int s) {
@@ -306,12 +312,16 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
       wgmma::mma_k_block<T, kBN>(acc, weight_box(stage) + consumer * 64 * 128,
                                  activation_box(stage), min(4, slice_blocks(k, s) - 4 * h), h == 0);
       ++used;
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
+      next_stage();
     }
     return used;
+  };
+  // Frees the `used` stages of a slice from stage `first` once its MMAs are complete.
+  const auto release_slice = [&](int first, int used) {
+    if (t == 0) {
+      ptx::mbarrier_arrive(&empty[first]);
+      if (used == 2) ptx::mbarrier_arrive(&empty[first + 1 == kStages ? 0 : first + 1]);
+    }
   };
   // Workspace slot `slot` of `tile` gets `sums` (kSplit only): slots of 128 x kBN per tile.
   const int64_t slots = groups - unit_groups + 1;
@@ -362,141 +372,133 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     if constexpr (kStaging) {
       if (tma_store && t == 0) ptx::bulk_wait_group_all();  // staging valid until stores land
     }
-  } else if constexpr (kBN <= kWgmmaOverlapMaxN) {
-    // Four accumulator sets: the total, the group sum and two slice partials taken in turn. A
-    // group of four full slices is one straight-line sequence in which slice j + 1's MMAs run
-    // while slice j's partial is folded (a full slice is two commit groups, so wait_group<2>
-    // after slice j + 1's issue means slice j is complete), and the MMAs drain once per group
-    // instead of once per slice. ptxas keeps MMAs in flight across the folds only in code
-    // without a loop around them (it serializes them, C7514, when MMAs stay in flight across a
-    // loop's back edge), hence the drain at each group's end. k's last group, when not four full
-    // slices, drains after each slice.
-    float total[kRegs], group[kRegs], part_a[kRegs], part_b[kRegs];
-    struct SliceStages {
-      int first = 0, used = 0;
-    };
-    // A slice of all 128 elements of k: its two k blocks of four steps.
-    const auto issue_full = [&](float(&acc)[kRegs]) {
-      const SliceStages f{stage, 2};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        ptx::mbarrier_wait(&full[stage], phase);
-        wgmma::mma_k_steps<T, kBN, 4>(acc, weight_box(stage) + consumer * 64 * 128,
-                                      activation_box(stage), h == 0);
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
-      }
-      return f;
-    };
-    // Slice `slot` of group g is complete in `acc`: free its stages, fold it into the group's sum
-    // (group 0's: the total itself).
-    const auto fold = [&](float(&acc)[kRegs], int slot, SliceStages f, int g) {
-      wgmma::fence_registers(acc);
-      if (t == 0) {
-        ptx::mbarrier_arrive(&empty[f.first]);
-        if (f.used == 2) ptx::mbarrier_arrive(&empty[f.first + 1 == kStages ? 0 : f.first + 1]);
-      }
-      if (g == 0) {
-        if (slot == 0) {
-          wgmma_detail::copy_into(total, acc);
-        } else {
-          wgmma_detail::add_into(total, acc);
-        }
-      } else if (slot == 0) {
-        wgmma_detail::copy_into(group, acc);
-      } else {
-        wgmma_detail::add_into(group, acc);
-      }
-    };
-    const int full_groups = static_cast<int>(k / kGroupK);
-    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-      const int64_t tile = unit % tiles;
-      const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
-      const int g_end = min(groups, g_begin + unit_groups);
-      for (int g = g_begin; g < g_end; ++g) {
-        if (g < full_groups) {
-          const SliceStages in0 = issue_full(part_a);
-          const SliceStages in1 = issue_full(part_b);
-          wgmma::wait_group<2>();
-          fold(part_a, 0, in0, g);
-          const SliceStages in2 = issue_full(part_a);
-          wgmma::wait_group<2>();
-          fold(part_b, 1, in1, g);
-          const SliceStages in3 = issue_full(part_b);
-          wgmma::wait_group<2>();
-          fold(part_a, 2, in2, g);
-          wgmma::wait_group<0>();
-          fold(part_b, 3, in3, g);
-        } else {
-          const int s0 = g * static_cast<int>(kGroupSlices);
-          for (int s = s0; s < min(slices, s0 + static_cast<int>(kGroupSlices)); ++s) {
-            const SliceStages in{stage, issue_slice(part_a, s)};
-            wgmma::wait_group<0>();
-            fold(part_a, s - s0, in, g);
-          }
-        }
-        if (g > 0) {  // the group's sum into the total, or (a k split's later run) to workspace
-          if (!kSplit || g_begin == 0) {
-            wgmma_detail::add_into(total, group);
-          } else {
-            store_sums(group, tile, g - unit_groups + 1);
-          }
-        }
-      }
-      if constexpr (kSplit) {
-        if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
-        continue;
-      }
-      store_tile(total, tile);
-    }
   } else {
-    float total[kRegs], group[kRegs], partial[kRegs];
-    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-      const int64_t tile = unit % tiles;
-      const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
-      const int s_end = min(slices, (g_begin + unit_groups) * static_cast<int>(kGroupSlices));
-      for (int s = g_begin * static_cast<int>(kGroupSlices); s < s_end; ++s) {
-        const int first_stage = stage;
-        int used;
-        if (s == 0) {
-          used = issue_slice(total, s);
-        } else if (s % kGroupSlices == 0) {
-          used = issue_slice(group, s);
-        } else {
-          used = issue_slice(partial, s);
-        }
-        wgmma::wait_group<0>();
-        wgmma::fence_registers(total);
-        wgmma::fence_registers(group);
-        wgmma::fence_registers(partial);
-        if (t == 0) {
-          ptx::mbarrier_arrive(&empty[first_stage]);
-          if (used == 2)
-            ptx::mbarrier_arrive(&empty[first_stage + 1 == kStages ? 0 : first_stage + 1]);
-        }
-        if (s % kGroupSlices != 0) {
-          if (s < kGroupSlices) {
-            wgmma_detail::add_into(total, partial);
-          } else {
-            wgmma_detail::add_into(group, partial);
-          }
-        }
-        const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == s_end - 1;
-        if (group_ends && s >= kGroupSlices) {
-          if (!kSplit || g_begin == 0) {
-            wgmma_detail::add_into(total, group);
-          } else {
-            store_sums(group, tile, s / kGroupSlices - unit_groups + 1);
-          }
-        }
+    // The sliced form. The total and the group sum; how a group ends (its sum into the total, or
+    // for a k split's later runs to workspace) and how a unit ends (the total stored, or for a
+    // k split the run of group 0's prefix G0 + ... to workspace slot 0).
+    float total[kRegs], group[kRegs];
+    const auto finish_group = [&](int g, int g_begin, int64_t tile) {
+      if (!kSplit || g_begin == 0) {
+        wgmma_detail::add_into(total, group);
+      } else {
+        store_sums(group, tile, g - unit_groups + 1);
       }
+    };
+    const auto finish_unit = [&](int g_begin, int64_t tile) {
       if constexpr (kSplit) {
-        if (g_begin == 0) store_sums(total, tile, 0);  // the prefix G0 + ... of the run of group 0
-        continue;
+        if (g_begin == 0) store_sums(total, tile, 0);
+      } else {
+        store_tile(total, tile);
       }
-      store_tile(total, tile);
+    };
+    if constexpr (kBN <= kWgmmaOverlapMaxN) {
+      // Four accumulator sets: the total, the group sum and two slice partials taken in turn. A
+      // group of four full slices is one straight-line sequence in which slice j + 1's MMAs run
+      // while slice j's partial is folded (a full slice is two commit groups, so wait_group<2>
+      // after slice j + 1's issue means slice j is complete), and the MMAs drain once per group
+      // instead of once per slice. ptxas keeps MMAs in flight across the folds only in code
+      // without a loop around them (it serializes them, C7514, when MMAs stay in flight across a
+      // loop's back edge), hence the drain at each group's end. k's last group, when not four full
+      // slices, drains after each slice.
+      float part_a[kRegs], part_b[kRegs];
+      struct SliceStages {
+        int first = 0, used = 0;
+      };
+      // A slice of all 128 elements of k: its two k blocks of four steps.
+      const auto issue_full = [&](float(&acc)[kRegs]) {
+        const SliceStages f{stage, 2};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          ptx::mbarrier_wait(&full[stage], phase);
+          wgmma::mma_k_steps<T, kBN, 4>(acc, weight_box(stage) + consumer * 64 * 128,
+                                        activation_box(stage), h == 0);
+          next_stage();
+        }
+        return f;
+      };
+      // Slice `slot` of group g is complete in `acc`: free its stages, fold it into the group's sum
+      // (group 0's: the total itself).
+      const auto fold = [&](float(&acc)[kRegs], int slot, SliceStages f, int g) {
+        wgmma::fence_registers(acc);
+        release_slice(f.first, f.used);
+        if (g == 0) {
+          if (slot == 0) {
+            wgmma_detail::copy_into(total, acc);
+          } else {
+            wgmma_detail::add_into(total, acc);
+          }
+        } else if (slot == 0) {
+          wgmma_detail::copy_into(group, acc);
+        } else {
+          wgmma_detail::add_into(group, acc);
+        }
+      };
+      const int full_groups = static_cast<int>(k / kGroupK);
+      for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int64_t tile = unit % tiles;
+        const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
+        const int g_end = min(groups, g_begin + unit_groups);
+        for (int g = g_begin; g < g_end; ++g) {
+          if (g < full_groups) {
+            const SliceStages in0 = issue_full(part_a);
+            const SliceStages in1 = issue_full(part_b);
+            wgmma::wait_group<2>();
+            fold(part_a, 0, in0, g);
+            const SliceStages in2 = issue_full(part_a);
+            wgmma::wait_group<2>();
+            fold(part_b, 1, in1, g);
+            const SliceStages in3 = issue_full(part_b);
+            wgmma::wait_group<2>();
+            fold(part_a, 2, in2, g);
+            wgmma::wait_group<0>();
+            fold(part_b, 3, in3, g);
+          } else {
+            const int s0 = g * static_cast<int>(kGroupSlices);
+            for (int s = s0; s < min(slices, s0 + static_cast<int>(kGroupSlices)); ++s) {
+              const SliceStages in{stage, issue_slice(part_a, s)};
+              wgmma::wait_group<0>();
+              fold(part_a, s - s0, in, g);
+            }
+          }
+          if (g > 0) finish_group(g, g_begin, tile);  // group 0's sum is the total itself
+        }
+        finish_unit(g_begin, tile);
+      }
+    } else {
+      float partial[kRegs];
+      for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int64_t tile = unit % tiles;
+        const int g_begin = kSplit ? static_cast<int>(unit / tiles) * unit_groups : 0;
+        const int s_end = min(slices, (g_begin + unit_groups) * static_cast<int>(kGroupSlices));
+        for (int s = g_begin * static_cast<int>(kGroupSlices); s < s_end; ++s) {
+          const int first_stage = stage;
+          int used;
+          if (s == 0) {
+            used = issue_slice(total, s);
+          } else if (s % kGroupSlices == 0) {
+            used = issue_slice(group, s);
+          } else {
+            used = issue_slice(partial, s);
+          }
+          wgmma::wait_group<0>();
+          wgmma::fence_registers(total);
+          wgmma::fence_registers(group);
+          wgmma::fence_registers(partial);
+          release_slice(first_stage, used);
+          if (s % kGroupSlices != 0) {
+            if (s < kGroupSlices) {
+              wgmma_detail::add_into(total, partial);
+            } else {
+              wgmma_detail::add_into(group, partial);
+            }
+          }
+          const bool group_ends = s % kGroupSlices == kGroupSlices - 1 || s == s_end - 1;
+          if (group_ends && s >= kGroupSlices) {
+            finish_group(static_cast<int>(s / kGroupSlices), g_begin, tile);
+          }
+        }
+        finish_unit(g_begin, tile);
+      }
     }
   }
 }
