@@ -151,6 +151,15 @@ double cycles_per_step(long long* cycles, int steps, Launch&& launch) {
   return static_cast<double>(host) / steps;
 }
 
+template <int kChains>
+void run_mma_chains(float* out, long long* cycles) {
+  constexpr uint32_t kOperandBits = 0x3c003c00u;  // their values do not matter for the timing
+  const double c = cycles_per_step(
+      cycles, kMmaSteps, [&] { mma_chains<kChains><<<1, 32>>>(out, cycles, kOperandBits); });
+  std::printf("mma.sync m16n8k16, %d chain%s            %6.1f cycles per step of %d\n", kChains,
+              kChains == 1 ? " " : "s", c, kChains);
+}
+
 template <int kN>
 void run_wgmma(float* out, long long* cycles) {
   constexpr int kShared = 64 * 1024 + 1024;
@@ -199,19 +208,10 @@ int main(int argc, char** argv) {
   long long* cycles = nullptr;
   check(cudaMalloc(&out, 128 * sizeof(float)), "allocation");
   check(cudaMalloc(&cycles, sizeof(long long)), "allocation");
-  const uint32_t seed = 0x3c003c00u;  // bf16 pairs of 1.0
-  std::printf(
-      "mma.sync m16n8k16, 1 chain             %6.1f cycles per step\n",
-      cycles_per_step(cycles, kMmaSteps, [&] { mma_chains<1><<<1, 32>>>(out, cycles, seed); }));
-  std::printf(
-      "mma.sync m16n8k16, 2 chains            %6.1f cycles per step of 2\n",
-      cycles_per_step(cycles, kMmaSteps, [&] { mma_chains<2><<<1, 32>>>(out, cycles, seed); }));
-  std::printf(
-      "mma.sync m16n8k16, 4 chains            %6.1f cycles per step of 4\n",
-      cycles_per_step(cycles, kMmaSteps, [&] { mma_chains<4><<<1, 32>>>(out, cycles, seed); }));
-  std::printf(
-      "mma.sync m16n8k16, 8 chains            %6.1f cycles per step of 8\n",
-      cycles_per_step(cycles, kMmaSteps, [&] { mma_chains<8><<<1, 32>>>(out, cycles, seed); }));
+  run_mma_chains<1>(out, cycles);
+  run_mma_chains<2>(out, cycles);
+  run_mma_chains<4>(out, cycles);
+  run_mma_chains<8>(out, cycles);
   std::printf(
       "mma.sync m16n8k16, 1 chain + ldmatrix  %6.1f cycles per step\n",
       cycles_per_step(cycles, kMmaSteps, [&] { mma_chain_ldmatrix<<<1, 32>>>(out, cycles); }));
