@@ -59,6 +59,14 @@ __device__ __forceinline__ void load_block(uint32_t stage, int block, int consum
   for (int nt = 0; nt < kNT; ++nt) fragments.b_fragment(nt, lane, f.b[nt]);
 }
 
+// Fragment buffers of a slice's straight-line MMAs: block b + kBuffers - 1 is read while block b's
+// MMAs run (a dependent m16n8k16 step takes ~24 cycles on an H200, an ldmatrix's result longer).
+// A whole slice where the registers allow (kNT <= 2).
+template <int kNT>
+constexpr int fragment_buffers() {
+  return kNT <= 2 ? 8 : kNT == 4 ? 4 : 2;
+}
+
 template <typename T, int kNT>
 __device__ __forceinline__ void block_mma(const BlockFragments<kNT>& f, float (&acc)[kNT][4]) {
 #pragma unroll
@@ -92,16 +100,21 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
     ptx::prefetch_tensor_map(&w_map);
     ptx::prefetch_tensor_map(&x_map);
     const auto stage_of = [&](int64_t i) { return shared + (i % kStages) * Tile::kStageBytes; };
-    const auto load_w = [&](int64_t i, int64_t tile, int64_t slice) {
+    // A tile's first weight row and first batch row, computed once per tile (not per slice).
+    const auto w_row_of = [&](int64_t tile) {
+      return static_cast<int32_t>((tile % m_tiles) * Tile::kRowsW);
+    };
+    const auto x_row_of = [&](int64_t tile) {
+      return static_cast<int32_t>((tile / m_tiles) * Tile::kRowsX);
+    };
+    const auto load_w = [&](int64_t i, int32_t row, int64_t slice) {
       char* stage = stage_of(i);
-      const auto row = static_cast<int32_t>((tile % m_tiles) * Tile::kRowsW);
       const auto kc = static_cast<int32_t>(slice * kSliceK);
       ptx::tma_load_2d(stage, &w_map, &full[i % kStages], kc, row);
       ptx::tma_load_2d(stage + Tile::kWHalfBytes, &w_map, &full[i % kStages], kc + kRingHalfK, row);
     };
-    const auto load_x = [&](int64_t i, int64_t tile, int64_t slice) {
+    const auto load_x = [&](int64_t i, int32_t row, int64_t slice) {
       char* stage = stage_of(i) + 2 * Tile::kWHalfBytes;
-      const auto row = static_cast<int32_t>((tile / m_tiles) * Tile::kRowsX);
       const auto kc = static_cast<int32_t>(slice * kSliceK);
       ptx::tma_load_2d(stage, &x_map, &full[i % kStages], kc, row);
       ptx::tma_load_2d(stage + Tile::kXHalfBytes, &x_map, &full[i % kStages], kc + kRingHalfK, row);
@@ -110,19 +123,20 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
     const int64_t first = blockIdx.x < tiles ? min(int64_t{kStages}, slices) : 0;
     for (int64_t i = 0; i < first; ++i) {
       ptx::mbarrier_arrive_expect_tx(&full[i], Tile::kStageBytes);
-      load_w(i, blockIdx.x, i);
+      load_w(i, w_row_of(blockIdx.x), i);
     }
     ptx::grid_dependency_wait();
-    for (int64_t i = 0; i < first; ++i) load_x(i, blockIdx.x, i);
+    for (int64_t i = 0; i < first; ++i) load_x(i, x_row_of(blockIdx.x), i);
     int64_t i = 0;
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int32_t w_row = w_row_of(tile), x_row = x_row_of(tile);
       for (int64_t slice = 0; slice < slices; ++slice, ++i) {
         if (i < first) continue;
         const int stage = static_cast<int>(i % kStages);
         ptx::mbarrier_wait(&empty[stage], static_cast<uint32_t>(((i / kStages) & 1) ^ 1));
         ptx::mbarrier_arrive_expect_tx(&full[stage], Tile::kStageBytes);
-        load_w(i, tile, slice);
-        load_x(i, tile, slice);
+        load_w(i, w_row, slice);
+        load_x(i, x_row, slice);
       }
     }
     return;
@@ -142,16 +156,19 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
       const uint32_t stage_address = ring + stage * Tile::kStageBytes;
       ptx::mbarrier_wait(&full[stage], static_cast<uint32_t>((i / kStages) & 1));
       const int blocks = static_cast<int>(slice_blocks(k, slice));
-      if (blocks == 8) {  // every slice but the last: straight-line, block b + 1 read under b
-        stream_detail::BlockFragments<kNT> f[2];
-        stream_detail::load_block<kConsumers, kNT>(stage_address, 0, warp, lane, f[0]);
+      if (blocks == 8) {  // every slice but the last: straight-line, read kBuffers - 1 ahead
+        constexpr int kBuffers = stream_detail::fragment_buffers<kNT>();
+        stream_detail::BlockFragments<kNT> f[kBuffers];
+#pragma unroll
+        for (int b = 0; b < kBuffers - 1; ++b)
+          stream_detail::load_block<kConsumers, kNT>(stage_address, b, warp, lane, f[b]);
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
-          if (b + 1 < 8) {
-            stream_detail::load_block<kConsumers, kNT>(stage_address, b + 1, warp, lane,
-                                                       f[(b + 1) & 1]);
+          if (b + kBuffers - 1 < 8) {
+            stream_detail::load_block<kConsumers, kNT>(stage_address, b + kBuffers - 1, warp, lane,
+                                                       f[(b + kBuffers - 1) % kBuffers]);
           }
-          stream_detail::block_mma<T, kNT>(f[b & 1], acc);
+          stream_detail::block_mma<T, kNT>(f[b % kBuffers], acc);
         }
       } else {
         for (int b = 0; b < blocks; ++b) {
