@@ -84,7 +84,8 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
   }
   if (c.path == LinearPath::wgmma_swap) {
     EXPECT_TRUE(canonical_one_chain(s.m));
-    EXPECT_TRUE(swap_block_built(c.block_n));
+    EXPECT_TRUE(swap_variant_built(c.block_n, c.consumers));
+    EXPECT_EQ(c.threads, 128 * (1 + c.consumers));
     EXPECT_EQ(c.tiles, ceil_div(s.m, c.block_n) * ceil_div(s.n, 64));
     EXPECT_EQ(c.grid_x, std::min<int64_t>(c.tiles, d.multiprocessors));
     EXPECT_EQ(c.shared_bytes, swap_shared_bytes_host(c.block_n));
@@ -764,9 +765,10 @@ TEST(LinearDispatch, SweepStaysWithinEveryLimit) {
 namespace gemmkit::cuda::linear_family {
 namespace {
 
-// Deterministic mode: auto never takes cuBLASLt for bf16 / f16 on sm_90, whatever n and the
-// weight; the ring up to its bound, the wgmma kernel above it, the reference where TMA cannot load.
-TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
+// Batch-invariant mode (the default): auto never takes cuBLASLt for bf16 / f16 on sm_90, whatever
+// n and the weight; the ring up to its bound, the wgmma kernel above it, the reference where TMA
+// cannot load.
+TEST(LinearDispatch, BatchInvariantModeStaysInsideTheFamilyAtEveryBatch) {
   int wgmma = 0, ring = 0, one_chain = 0, swap = 0;
   for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{128, 2880},
                                                                      {256, 7168},
@@ -800,21 +802,21 @@ TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
             EXPECT_EQ(c.splits, 1);
           }
           expect_within_limits(c, s, kH200);
-          // Default mode: the same kernel where the family measured level with cuBLASLt,
-          // cuBLASLt between (outside the contract).
+          // Batch invariance off: the same kernel where the family measured level with
+          // cuBLASLt, cuBLASLt between (outside the contract).
           s.batch_invariant = false;
           const LinearConfig off = select_linear_config(s, kH200, "", true);
-          if (n > kOneChainDefaultStreamMaxN && n < kOneChainDefaultWgmmaMinN) {
+          if (n > kNonInvariantStreamMaxN && n < kNonInvariantWgmmaMinN) {
             EXPECT_EQ(off.path, LinearPath::cublaslt) << n << " x " << m << " x " << k;
-            EXPECT_NE(off.reason.find("deterministic mode keeps the family"), std::string::npos);
+            EXPECT_NE(off.reason.find("batch invariance off"), std::string::npos);
           } else {
             EXPECT_EQ(off.name, c.name);
           }
           one_chain += 1;
           continue;
         }
-        EXPECT_NE(c.reason.find("deterministic mode"), std::string::npos) << c.reason;
-        if (n > deterministic_ring_max_n(m, k)) {
+        EXPECT_NE(c.reason.find("batch-invariant mode"), std::string::npos) << c.reason;
+        if (n > batch_invariant_ring_max_n(m, k)) {
           EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k << ": " << c.reason;
           EXPECT_EQ(c.block_n, wgmma_sliced_block_n(s, kH200));
         } else if (in == DType::bf16) {
@@ -827,7 +829,7 @@ TEST(LinearDispatch, DeterministicModeStaysInsideTheFamilyAtEveryBatch) {
         // The same shape outside the mode is the family's choice as before.
         s.batch_invariant = false;
         const LinearConfig off = select_linear_config(s, kH200, "", true);
-        EXPECT_EQ(off.reason.find("deterministic mode"), std::string::npos);
+        EXPECT_EQ(off.reason.find("batch-invariant mode"), std::string::npos);
         if (n > family_max_n(m, k)) {
           EXPECT_EQ(off.path, LinearPath::cublaslt);
         }
@@ -1007,10 +1009,10 @@ TEST(LinearDispatch, WgmmaKSplitRule) {
     EXPECT_EQ(c.split_groups, e.split_groups);
     EXPECT_EQ(c.grid_x, std::min<int64_t>(c.tiles * c.splits, kH200.multiprocessors));
     expect_within_limits(c, s, kH200);
-    // Deterministic mode and the forced names without .k take the same split at their width.
+    // Batch-invariant mode and the forced names without .k take the same split at their width.
     const LinearConfig same = wgmma_auto(s, kH200, wgmma_sliced_block_n(s, kH200));
     s.batch_invariant = true;
-    if (e.n > deterministic_ring_max_n(e.m, e.k)) {
+    if (e.n > batch_invariant_ring_max_n(e.m, e.k)) {
       const LinearConfig det = select_linear_config(s, kH200, "", true);
       EXPECT_EQ(det.name, same.name);
       if (same.splits > 1) {
@@ -1131,7 +1133,12 @@ TEST(LinearDispatch, TransposedWgmmaNamesAndChoice) {
   LinearShape s = bf16_shape(64, 4096, 4096);
   s.batch_invariant = true;
   const LinearConfig c = select_linear_config(s, kH200, "", true);
-  EXPECT_EQ(c.name, "wgmma.t32");
+  EXPECT_EQ(c.name, "wgmma.t32.w1");  // one consumer warpgroup up to 64 weight rows a tile
+  EXPECT_EQ(c.consumers, 1);
+  EXPECT_EQ(c.threads, 256);
+  EXPECT_EQ(select_linear_config(s, kH200, "wgmma.t", true).name, "wgmma.t32.w1");
+  EXPECT_EQ(select_linear_config(s, kH200, "wgmma.t32", true).consumers, 2);
+  EXPECT_EQ(swap_consumers(128), 2);
   EXPECT_EQ(c.tiles, 128);
   expect_within_limits(c, s, kH200);
   // 28672 rows fill the SMs with 128-row tiles: the wgmma kernel.
@@ -1147,7 +1154,15 @@ TEST(LinearDispatch, TransposedWgmmaNamesAndChoice) {
     EXPECT_EQ(forced.name, name);
     expect_within_limits(forced, t, kH200);
   }
-  for (const char* bad : {"wgmma.t16", "wgmma.t48", "wgmma.t0", "wgmma.tx"}) {
+  for (const char* name : {"wgmma.t32.w1", "wgmma.t64.w1", "wgmma.t128.w1"}) {
+    const LinearShape t = bf16_shape(300, 4100, 1000 / 8 * 8);
+    const LinearConfig forced = select_linear_config(t, kH200, name, true);
+    EXPECT_EQ(forced.name, name);
+    EXPECT_EQ(forced.consumers, 1);
+    expect_within_limits(forced, t, kH200);
+  }
+  for (const char* bad : {"wgmma.t16", "wgmma.t48", "wgmma.t0", "wgmma.tx", "wgmma.t256.w1",
+                          "wgmma.t.w1", "wgmma.t32.w2", "wgmma.t32.w1.w1", "wgmma.t32w1"}) {
     EXPECT_NE(forced_error(s, bad).find("unknown transposed wgmma variant"), std::string::npos)
         << bad;
   }
@@ -1238,7 +1253,7 @@ TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
   if (!built_with_cuda()) GTEST_SKIP() << "this build has no CUDA backend";
   const std::string info = build_info();
   for (const char* name : {"linear kernels (cuda): auto, reference", "ring{4,8,16}",
-                           "wgmma[.n64|.n96|.n128|.n256][.k{N}]", "wgmma.t{32,64,128,256}",
+                           "wgmma[.n64|.n96|.n128|.n256][.k{N}]", "wgmma.t{32,64,128,256}[.w1]",
                            "stream[.t{C}x{N}]", "simt_f32, cublaslt"}) {
     EXPECT_NE(info.find(name), std::string::npos) << name << " in\n" << info;
   }
@@ -1249,8 +1264,8 @@ TEST(LinearDispatch, BuildInfoListsTheKernelNames) {
     EXPECT_EQ(forced_error(s, forced), "no error") << forced;
   }
   const LinearShape chain = bf16_shape(512, 4096, 1024);  // the one-chain form
-  for (const char* forced :
-       {"auto", "reference", "wgmma.n256", "wgmma.t32", "wgmma.t256", "stream", "stream.t2x1"}) {
+  for (const char* forced : {"auto", "reference", "wgmma.n256", "wgmma.t32", "wgmma.t256",
+                             "wgmma.t32.w1", "stream", "stream.t2x1"}) {
     EXPECT_EQ(forced_error(chain, forced), "no error") << forced;
   }
 }

@@ -114,12 +114,16 @@ struct LinearOptions {
   // call may start streaming w before the preceding kernel in the stream has finished: w must
   // not be written by that kernel.
   int pdl = -1;
-  // Deterministic mode of the CUDA backend: -1 = GEMMKIT_DETERMINISTIC (default off), 0 = off,
-  // 1 = on; any other value is an error (on every device). On: bf16 and f16 calls on sm_90 never
-  // leave the tensor-core family, so row i's bits depend only on x[i], w and bias at every n
-  // (batch invariance; larger batches run the wgmma kernel instead of cuBLASLt, slower). Off:
-  // batches above the family's bound and weights of 2^24 elements or more take cuBLASLt, whose
-  // bits may change with n. Every choice is a pure function of the call in both modes.
+  // Batch invariance of auto on the CUDA backend: -1 = GEMMKIT_LINEAR_BATCH_INVARIANT (default
+  // on), 0 = off, 1 = on; any other value is an error (on every device). On: bf16 and f16 calls
+  // on sm_90 never leave the tensor-core family, so row i's bits depend only on x[i], w and bias
+  // at every n (docs/linear.md#the-bitwise-contract). Off: auto takes cuBLASLt where it measured
+  // faster (one-chain weights at 8 < n < 4096, sliced weights above the family's bound, weights of
+  // 2^24 elements or more), whose bits may change with n. Every choice is a pure function of the
+  // call either way.
+  int batch_invariant = -1;
+  // Deterministic mode: -1 = GEMMKIT_DETERMINISTIC (default off), 0 = off, 1 = on; any other
+  // value is an error. For linear, on implies batch invariance whatever batch_invariant says.
   int deterministic = -1;
   CallInfo* info = nullptr;
   // Device scratch of the cuBLASLt path (batches above the family's) and of the wgmma kernel's k

@@ -62,6 +62,8 @@ void linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias,
   const detail::LinearProblem problem = validate_linear(x, w, bias, out);
   detail::check_switch_option(kOp, "options.deterministic", options.deterministic,
                               "GEMMKIT_DETERMINISTIC");
+  detail::check_switch_option(kOp, "options.batch_invariant", options.batch_invariant,
+                              "GEMMKIT_LINEAR_BATCH_INVARIANT");
   detail::check_switch_option(kOp, "options.pdl", options.pdl, "GEMMKIT_LINEAR_PDL");
   CallInfo local;
   CallInfo* const info = detail::call_info_sink(options.info, local);

@@ -430,20 +430,30 @@ TEST(ApiBoundary, LinearPdlMustBeOneOfTheDocumentedValues) {
   }
 }
 
-TEST(ApiBoundary, LinearDeterministicMustBeOneOfTheDocumentedValues) {
+TEST(ApiBoundary, LinearSwitchesMustBeOneOfTheDocumentedValues) {
   LinearCase c;
-  for (const int deterministic : {-1, 0, 1}) {
-    LinearOptions options;
-    options.deterministic = deterministic;
-    linear(c.xt(), c.wt(), std::nullopt, c.outt(), options);
-  }
-  for (const int deterministic : {7, -2, 2}) {
-    LinearOptions options;
-    options.deterministic = deterministic;
-    const std::string value = "options.deterministic " + std::to_string(deterministic);
-    expect_error([&] { linear(c.xt(), c.wt(), std::nullopt, c.outt(), options); },
-                 {"gemmkit::linear", value.c_str(),
-                  "-1, 0 or 1 (-1: GEMMKIT_DETERMINISTIC, 0: off, 1: on)"});
+  struct Switch {
+    const char* option;
+    const char* env;
+    int LinearOptions::*field;
+  };
+  for (const Switch& sw :
+       {Switch{"options.deterministic", "GEMMKIT_DETERMINISTIC", &LinearOptions::deterministic},
+        Switch{"options.batch_invariant", "GEMMKIT_LINEAR_BATCH_INVARIANT",
+               &LinearOptions::batch_invariant}}) {
+    for (const int value : {-1, 0, 1}) {
+      LinearOptions options;
+      options.*sw.field = value;
+      linear(c.xt(), c.wt(), std::nullopt, c.outt(), options);
+    }
+    for (const int value : {7, -2, 2}) {
+      LinearOptions options;
+      options.*sw.field = value;
+      const std::string named = std::string(sw.option) + " " + std::to_string(value);
+      const std::string rule = std::string("-1, 0 or 1 (-1: ") + sw.env + ", 0: off, 1: on)";
+      expect_error([&] { linear(c.xt(), c.wt(), std::nullopt, c.outt(), options); },
+                   {"gemmkit::linear", named.c_str(), rule.c_str()});
+    }
   }
 }
 

@@ -384,6 +384,10 @@ void fuzz_linear(FuzzedDataProvider& fdp, bool hostile) {
     valid = valid && options.pdl >= -1 && options.pdl <= 1;
   }
   if (fdp.ConsumeIntegralInRange(0, 7) == 0) {
+    options.batch_invariant = hostile_int(fdp);
+    valid = valid && options.batch_invariant >= -1 && options.batch_invariant <= 1;
+  }
+  if (fdp.ConsumeIntegralInRange(0, 7) == 0) {
     static const char* kKernels[] = {"auto", "reference", "", "ring8", "cublaslt", "bogus"};
     options.kernel = fdp.PickValueInArray(kKernels);
     valid = valid &&

@@ -45,12 +45,14 @@ struct DeviceLinear {
   }
 
   // Poisons out, runs one call with the given kernel, returns the output bytes.
-  std::vector<uint8_t> run(const std::string& kernel, int pdl, CallInfo* info = nullptr) {
+  std::vector<uint8_t> run(const std::string& kernel, int pdl, CallInfo* info = nullptr,
+                           int batch_invariant = -1) {
     out.fill_bytes(0xFF);  // NaN in bf16 and f32: an unwritten element cannot pass
     LinearOptions options;
     options.kernel = kernel;
     options.pdl = pdl;
     options.info = info;
+    options.batch_invariant = batch_invariant;
     std::optional<Tensor> bias;
     if (c.bias) bias = Tensor::contiguous(b.data(), DType::bf16, kGpu, {c.m});
     linear(Tensor::contiguous(x.data(), DType::bf16, kGpu, {c.n, c.k}),
@@ -115,12 +117,11 @@ TEST(GpuLinear, EveryVariantMatchesReferenceBitwise) {
             const bool ring = info.kernel.rfind("cuda.linear.ring", 0) == 0;
             ++served[ring ? info.kernel.substr(0, info.kernel.rfind(".c")) : info.kernel];
             if (info.kernel == "cuda.linear.cublaslt") {
-              // Only above the family's bound, which is outside the bitwise contract.
-              // (one-chain weights: between the batches default mode keeps in the family).
+              // Only where auto may leave the family with batch invariance off (never by default).
               namespace lf = cuda::linear_family;
               EXPECT_TRUE(n > lf::family_max_n(m, k) ||
-                          (lf::canonical_one_chain(m) && n > lf::kOneChainDefaultStreamMaxN &&
-                           n < lf::kOneChainDefaultWgmmaMinN))
+                          (lf::canonical_one_chain(m) && n > lf::kNonInvariantStreamMaxN &&
+                           n < lf::kNonInvariantWgmmaMinN))
                   << describe(c);
               continue;
             }
@@ -345,12 +346,15 @@ TEST(GpuLinear, PdlChainsInGraphsEqualEager) {
 }
 #endif
 
-TEST(GpuLinear, LargeBatchGoesToCublasLtAndIsClose) {
+TEST(GpuLinear, LargeBatchWithBatchInvarianceOffGoesToCublasLtAndIsClose) {
   GEMMKIT_REQUIRE_GPU();
-  DeviceLinear problem(LinearCase{512, 128, 2880, true, DType::bf16}, 31);  // above the family
+  DeviceLinear problem(LinearCase{512, 128, 2880, true, DType::bf16}, 31);  // above the ring
   CallInfo info;
-  const auto fast = problem.run("auto", 1, &info);
+  const auto fast = problem.run("auto", 1, &info, 0);
   EXPECT_EQ(info.kernel, "cuda.linear.cublaslt");
+  CallInfo invariant;
+  problem.run("auto", 1, &invariant);  // the default: the family (the wgmma kernel)
+  EXPECT_EQ(invariant.kernel.find("cublaslt"), std::string::npos) << invariant.kernel;
   const auto reference = problem.run("reference", 0);
   for (int64_t i = 0; i < 512 * 128; ++i) {
     const float a = load_as_float(fast.data(), DType::bf16, i);
@@ -363,7 +367,7 @@ TEST(GpuLinear, LargeBatchGoesToCublasLtAndIsClose) {
 // each input dtype must be widened as itself (an f16 bias read as bf16 gave wrong sums).
 TEST(GpuLinear, CublasLtWidensEachBiasDtypeForF32Out) {
   GEMMKIT_REQUIRE_GPU();
-  const int64_t n = 512, m = 128, k = 256;  // n above the family: cuBLASLt
+  const int64_t n = 512, m = 128, k = 256;
   for (DType dtype : {DType::bf16, DType::f16}) {
     const auto x_host = random_host(dtype, n * k, 1.0f, 91);
     const auto w_host = random_host(dtype, m * k, 1.0f / 16, 92);
@@ -374,6 +378,7 @@ TEST(GpuLinear, CublasLtWidensEachBiasDtypeForF32Out) {
     CallInfo info;
     LinearOptions options;
     options.info = &info;
+    options.kernel = "cublaslt";
     linear(Tensor::contiguous(x.data(), dtype, kGpu, {n, k}),
            Tensor::contiguous(w.data(), dtype, kGpu, {m, k}),
            Tensor::contiguous(b.data(), dtype, kGpu, {m}),
@@ -442,9 +447,21 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
     for (const std::string kernel :
          {"auto", "stream.t1x1", "stream.t1x2", "stream.t2x1", "stream.t2x2", "stream.t2x4",
           "stream.t2x8", "stream.t4x4", "stream.t4x8", "wgmma.n64", "wgmma.n128", "wgmma.n256",
-          "wgmma.t32", "wgmma.t64", "wgmma.t128", "wgmma.t256"}) {
+          "wgmma.t32", "wgmma.t64", "wgmma.t128", "wgmma.t256", "wgmma.t32.w1", "wgmma.t64.w1",
+          "wgmma.t128.w1"}) {
       for (int pdl : {0, 1}) {
         EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;
+      }
+    }
+  }
+  // The transposed kernel's ring wrapped several times across two tiles per CTA (35 k blocks on
+  // 10-16 stages, 2 batch blocks): every stage refilled once its consumers freed it.
+  {
+    DeviceLinear problem(LinearCase{70, 4100, 2200, true, DType::bf16}, 6);
+    const auto reference = problem.run("reference", 0);
+    for (const std::string kernel : {"wgmma.t32", "wgmma.t32.w1", "wgmma.t64.w1"}) {
+      for (int pdl : {0, 1}) {
+        EXPECT_EQ(problem.run(kernel, pdl), reference) << "n=70 m=4100 k=2200 " << kernel;
       }
     }
   }

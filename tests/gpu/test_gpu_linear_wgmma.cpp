@@ -49,12 +49,13 @@ struct WgmmaProblem {
 
   // Poisons out, runs the first `rows` batch rows with `kernel`, returns the output bytes.
   std::vector<uint8_t> run(const std::string& kernel, int64_t rows, CallInfo* info = nullptr,
-                           int deterministic = -1, void* workspace = nullptr,
-                           int64_t workspace_bytes = 0) {
+                           int batch_invariant = -1, void* workspace = nullptr,
+                           int64_t workspace_bytes = 0, int deterministic = -1) {
     out.fill_bytes(0xFF);  // NaN in every output type: an unwritten element cannot pass
     LinearOptions options;
     options.kernel = kernel;
     options.info = info;
+    options.batch_invariant = batch_invariant;
     options.deterministic = deterministic;
     options.workspace = workspace;
     options.workspace_bytes = workspace_bytes;
@@ -294,10 +295,10 @@ TEST(GpuLinearWgmma, RowsKeepTheirBitsAtEveryBatch) {
   }
 }
 
-// Deterministic mode, auto: a row's bits do not depend on the batch it came in, from n = 1 to
-// 16384, over router, decode and dense weights with m and k tails; and they equal the reference
-// kernel's (the canonical reduction) for the largest batch's first rows.
-TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
+// auto with the default options (batch-invariant): a row's bits do not depend on the batch it
+// came in, from n = 1 to 16384, over router, decode and dense weights with m and k tails; and they
+// equal the reference kernel's (the canonical reduction) for the largest batch's first rows.
+TEST(GpuLinearBatchInvariant, DefaultAutoIsBatchInvariantAtEveryBatch) {
   GEMMKIT_REQUIRE_GPU();
   const std::vector<int64_t> ns = {1,   2,   3,   7,   8,   16,   31,   64,   65,
                                    127, 128, 255, 256, 511, 1024, 4096, 16384};
@@ -311,13 +312,13 @@ TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
     const int64_t big = wt.m * wt.k > (int64_t{1} << 25) ? 4096 : 16384;
     WgmmaProblem problem(WgmmaCase{big, wt.m, wt.k, wt.in, DType::f32, true}, 77);
     CallInfo big_info;
-    const std::vector<uint8_t> full = problem.run("", big, &big_info, 1);
+    const std::vector<uint8_t> full = problem.run("", big, &big_info);
     EXPECT_EQ(big_info.kernel.find("cublaslt"), std::string::npos) << big_info.kernel;
     std::map<std::string, int> kernels;
     for (int64_t n : ns) {
       if (n > big) continue;
       CallInfo info;
-      const std::vector<uint8_t> rows = problem.run("", n, &info, 1);
+      const std::vector<uint8_t> rows = problem.run("", n, &info);
       ++kernels[info.kernel];
       ASSERT_EQ(std::memcmp(rows.data(), full.data(), rows.size()), 0)
           << "m=" << wt.m << " k=" << wt.k << ": rows of an n=" << n << " call (" << info.kernel
@@ -332,9 +333,24 @@ TEST(GpuLinearDeterministic, AutoIsBatchInvariantAtEveryBatch) {
   }
 }
 
+// The switch: with batch invariance off, auto takes cuBLASLt between n = 8 and 4096 on a
+// one-chain weight; deterministic mode keeps the family even then.
+TEST(GpuLinearBatchInvariant, SwitchedOffTakesCublasltUnlessDeterministic) {
+  GEMMKIT_REQUIRE_GPU();
+  WgmmaProblem problem(WgmmaCase{64, 4096, 4096, DType::bf16, DType::bf16, false}, 79);
+  const std::vector<uint8_t> reference = problem.run("reference", 64);
+  CallInfo on, off, deterministic;
+  EXPECT_EQ(problem.run("", 64, &on), reference) << on.kernel;
+  EXPECT_EQ(on.kernel.find("cublaslt"), std::string::npos) << on.kernel;
+  problem.run("", 64, &off, 0);
+  EXPECT_NE(off.kernel.find("cublaslt"), std::string::npos) << off.kernel;
+  EXPECT_EQ(problem.run("", 64, &deterministic, 0, nullptr, 0, 1), reference);
+  EXPECT_EQ(deterministic.kernel, on.kernel);
+}
+
 // The one-chain form (weights of 4096 rows and more): the streaming kernel at every tile and the
 // wgmma kernel at every width equal the reference kernel bit for bit, over tails of n, m and k,
-// bf16 and f16, bias and both output types (auto in deterministic mode included).
+// bf16 and f16, bias and both output types (auto included).
 TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
   const std::vector<int64_t> ns = {1, 3, 8, 9, 16, 17, 33, 64, 65, 130, 300};
@@ -354,7 +370,10 @@ TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
                                             "wgmma.t32",
                                             "wgmma.t64",
                                             "wgmma.t128",
-                                            "wgmma.t256"};
+                                            "wgmma.t256",
+                                            "wgmma.t32.w1",
+                                            "wgmma.t64.w1",
+                                            "wgmma.t128.w1"};
   int checked = 0, index = 0;
   for (int64_t m : {4096, 4100, 4232}) {
     for (int64_t k : {8, 72, 200, 1000, 4104}) {
@@ -366,7 +385,7 @@ TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
         const std::vector<uint8_t> reference = problem.run("reference", n);
         for (const std::string& kernel : kernels) {
           CallInfo info;
-          // auto in deterministic mode: default mode takes cuBLASLt for some of these batches.
+          // auto batch-invariant (as by default): switched off it takes cuBLASLt for some.
           const std::vector<uint8_t> got = problem.run(kernel, n, &info, kernel.empty() ? 1 : -1);
           const int64_t diff = first_difference(reference, got, c.out);
           ASSERT_EQ(diff, -1) << describe(c) << " " << info.kernel << " differs from the reference"
@@ -377,7 +396,7 @@ TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
       }
     }
   }
-  EXPECT_EQ(checked, 3 * 5 * 2 * 17);
+  EXPECT_EQ(checked, 3 * 5 * 2 * 20);
 }
 
 TEST(GpuLinearWgmma, RepeatedRunsAreBitwiseIdentical) {
@@ -390,7 +409,8 @@ TEST(GpuLinearWgmma, RepeatedRunsAreBitwiseIdentical) {
     }
   }
   WgmmaProblem chain(WgmmaCase{1024, 4096, 4104, DType::bf16, DType::bf16, true}, 6);
-  for (const std::string kernel : {"stream", "wgmma.t32", "wgmma.n64", "wgmma.n256"}) {
+  for (const std::string kernel :
+       {"stream", "wgmma.t32", "wgmma.t32.w1", "wgmma.t64.w1", "wgmma.n64", "wgmma.n256"}) {
     const int64_t n = kernel == "stream" ? 64 : 1024;
     const std::vector<uint8_t> first = chain.run(kernel, n);
     for (int i = 0; i < 5; ++i) ASSERT_EQ(chain.run(kernel, n), first) << kernel << " run " << i;

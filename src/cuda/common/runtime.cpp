@@ -55,8 +55,8 @@ std::string build_info() {
   // The names LinearOptions::kernel and GEMMKIT_LINEAR_KERNEL accept (docs/linear.md).
   s << "linear kernels (cuda): auto, reference, "
        "ring{4,8,16}[.t1x1|.t1x2|.t1x4|.t2x4][.w8][.b{1,2,4}][.p{1,4}][.fa|.fb][.c{C}], "
-       "wgmma[.n64|.n96|.n128|.n256][.k{N}], wgmma.t{32,64,128,256}, stream[.t{C}x{N}], simt_f32, "
-       "cublaslt\n";
+       "wgmma[.n64|.n96|.n128|.n256][.k{N}], wgmma.t{32,64,128,256}[.w1], stream[.t{C}x{N}], "
+       "simt_f32, cublaslt\n";
   return s.str();
 }
 

@@ -107,23 +107,24 @@ constexpr const char* kNotTmaLoadableForced =
     "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
     "required)";
 
-// The ring's bound in deterministic mode: the family's, and up to n = 16 for weights of 2^24
+// The ring's bound in batch-invariant mode: the family's, and up to n = 16 for weights of 2^24
 // elements and more (streaming weights: the ring against the wgmma kernel's 64-row tiles, H200:
 // 32 x 8192 x 8192 ring8 132 us, wgmma.n64 60 us; docs/perf.md).
-constexpr int64_t kDeterministicRingMaxN = 16;
-inline int64_t deterministic_ring_max_n(int64_t m, int64_t k) {
-  return std::max(family_max_n(m, k), kDeterministicRingMaxN);
+constexpr int64_t kBatchInvariantRingMaxN = 16;
+inline int64_t batch_invariant_ring_max_n(int64_t m, int64_t k) {
+  return std::max(family_max_n(m, k), kBatchInvariantRingMaxN);
 }
 
-// auto in deterministic mode for bf16 / f16 on sm_90, sliced weights (one_chain_config serves the
+// auto in batch-invariant mode (the default) for bf16 / f16 on sm_90, sliced weights
+// (one_chain_config serves the
 // others in both modes): the ring up to its bound (bf16), the wgmma kernel above it, the reference
 // kernel for layouts TMA cannot load and for small f16 batches.
-inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
-  const std::string mode = "deterministic mode: batch-invariant at every n; ";
+inline LinearConfig batch_invariant_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
+  const std::string mode = "batch-invariant mode: the family at every n; ";
   if (!s.tma_compatible) {
     return reference_config(s, d, mode + kNotTmaLoadableReason);
   }
-  const int64_t ring_max_n = deterministic_ring_max_n(s.m, s.k);
+  const int64_t ring_max_n = batch_invariant_ring_max_n(s.m, s.k);
   if (s.n <= ring_max_n) {
     if (s.in == DType::f16) {
       return reference_config(s, d,
@@ -150,31 +151,29 @@ inline LinearConfig deterministic_config(const LinearShape& s, const LinearDevic
   return c;
 }
 
-// Default mode on one-chain weights keeps the family where it measured level with cuBLASLt on the
-// H200 (docs/perf.md, linear-dense): the streaming kernel up to n = 8 (cold L2 0.88-1.16x, warm
-// 0.94-1.35x: cuBLASLt reads weights of up to 50 MiB from L2 there) and the wgmma kernel from
-// n = 4096 (1.02-1.11x); between them the family is up to 3x slower (one chain allows no k
-// split: 4096 x 4096 at n = 64 has 32 tiles of 128 weight rows, and a chain of k / 16 dependent
-// warpgroup MMAs too small to fill the tensor cores takes about 115 cycles a step), so cuBLASLt.
-constexpr int64_t kOneChainDefaultStreamMaxN = 8;
-constexpr int64_t kOneChainDefaultWgmmaMinN = 4096;
+// With batch invariance off, one-chain weights keep the family where it measured level with
+// cuBLASLt on the H200 (docs/perf.md, linear-dense): the streaming kernel up to n = 8 and the
+// wgmma kernel from n = 4096; between them the family is up to 1.6x slower (one chain allows no
+// k split), so cuBLASLt.
+constexpr int64_t kNonInvariantStreamMaxN = 8;
+constexpr int64_t kNonInvariantWgmmaMinN = 4096;
 
 // auto for bf16 / f16 on sm_90 where the canonical reduction is one chain (m >= kOneChainMinRows):
 // the streaming kernel up to kStreamMaxN batch rows, the transposed wgmma kernel up to kSwapMaxN,
-// the wgmma kernel's one-chain form above, the
-// reference kernel for layouts TMA cannot load; in default mode cuBLASLt for the batches between
-// kOneChainDefaultStreamMaxN and kOneChainDefaultWgmmaMinN.
+// the wgmma kernel's one-chain form above, the reference kernel for layouts TMA cannot load; with
+// batch invariance off, cuBLASLt for the batches between kNonInvariantStreamMaxN and
+// kNonInvariantWgmmaMinN.
 inline LinearConfig one_chain_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
   const std::string form = "one-chain form (m = " + std::to_string(s.m) +
                            " >= " + std::to_string(kOneChainMinRows) +
                            "): batch-invariant at every n; ";
-  if (!s.batch_invariant && s.n > kOneChainDefaultStreamMaxN && s.n < kOneChainDefaultWgmmaMinN) {
+  if (!s.batch_invariant && s.n > kNonInvariantStreamMaxN && s.n < kNonInvariantWgmmaMinN) {
     return cublaslt_config("n = " + std::to_string(s.n) + " between " +
-                           std::to_string(kOneChainDefaultStreamMaxN) + " and " +
-                           std::to_string(kOneChainDefaultWgmmaMinN) +
+                           std::to_string(kNonInvariantStreamMaxN) + " and " +
+                           std::to_string(kNonInvariantWgmmaMinN) +
                            " on a one-chain weight (m = " + std::to_string(s.m) +
-                           "): cuBLASLt, faster there (outside the batch-invariance contract; "
-                           "deterministic mode keeps the family)");
+                           "): cuBLASLt, faster there (batch invariance off: outside the "
+                           "batch-invariance contract)");
   }
   if (!s.tma_compatible) return reference_config(s, d, form + kNotTmaLoadableReason);
   if (s.n <= kStreamMaxN) {
@@ -231,7 +230,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (!hopper) return cublaslt_config("portable path: the tensor-core family is built for sm_90");
     if (s.in == DType::f32) return simt_config(s, d, "f32 operands: the fp32 CUDA-core kernel");
     if (canonical_one_chain(s.m)) return one_chain_config(s, d, pdl);
-    if (s.batch_invariant) return deterministic_config(s, d, pdl);
+    if (s.batch_invariant) return batch_invariant_config(s, d, pdl);
     const int64_t max_n = family_max_n(s.m, s.k);
     if (max_n == 0) {
       return cublaslt_config("weight of m x k = " + std::to_string(s.m * s.k) +
@@ -300,12 +299,15 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     return c;
   }
   if (forced.rfind("wgmma.t", 0) == 0) {
-    int block_w = 0;
-    if (!parse_swap_name(forced, block_w) || (block_w != 0 && !swap_block_built(block_w))) {
-      reject("unknown transposed wgmma variant; use wgmma.t or wgmma.t32, .t64, .t128, .t256");
+    int block_w = 0, consumers = 0;
+    if (!parse_swap_name(forced, block_w, consumers) ||
+        (block_w != 0 && !swap_variant_built(block_w, consumers))) {
+      reject(
+          "unknown transposed wgmma variant; use wgmma.t or wgmma.t32, .t64, .t128, .t256, and "
+          "for one consumer warpgroup wgmma.t32.w1, .t64.w1, .t128.w1");
     }
     require_one_chain_kernel("the transposed wgmma kernel", "sm_90a");
-    LinearConfig c = swap_config(s, d, pdl, block_w);
+    LinearConfig c = swap_config(s, d, pdl, block_w, consumers);
     if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
     c.reason = "forced";
     return c;

@@ -57,6 +57,14 @@ bool env_deterministic() {
   return value;
 }
 
+// GEMMKIT_LINEAR_BATCH_INVARIANT: "" (unset) or "1" on, "0" off.
+bool env_batch_invariant() {
+  static const bool value =
+      detail::parse_switch("linear", "GEMMKIT_LINEAR_BATCH_INVARIANT",
+                           detail::env_setting("GEMMKIT_LINEAR_BATCH_INVARIANT"));
+  return value;
+}
+
 bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
@@ -396,10 +404,10 @@ void launch_one_chain_instance(const detail::LinearProblem& p, const LinearConfi
   GEMMKIT_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T, typename Out, int kBW>
+template <typename T, typename Out, int kBW, int kConsumers>
 void launch_swap_instance(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                           int device) {
-  launch_one_chain_instance<linear_wgmma_swap_kernel<T, Out, kBW>, T, Out>(
+  launch_one_chain_instance<linear_wgmma_swap_kernel<T, Out, kBW, kConsumers>, T, Out>(
       p, c, s, device, swap_shared_bytes<kBW>(), swap_stages<kBW>(), kBW, kWgmmaBlockK, kSwapBlockN,
       kWgmmaBlockK);
 }
@@ -407,12 +415,16 @@ void launch_swap_instance(const detail::LinearProblem& p, const LinearConfig& c,
 template <typename T, typename Out>
 void launch_swap_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                        int device) {
-  if (c.block_n == 32) return launch_swap_instance<T, Out, 32>(p, c, s, device);
-  if (c.block_n == 64) return launch_swap_instance<T, Out, 64>(p, c, s, device);
-  if (c.block_n == 128) return launch_swap_instance<T, Out, 128>(p, c, s, device);
-  if (c.block_n == 256) return launch_swap_instance<T, Out, 256>(p, c, s, device);
-  throw Error("gemmkit::linear: internal: no transposed wgmma instance with " +
-              std::to_string(c.block_n) + " weight rows");
+  const int w = c.block_n, groups = c.consumers;
+  if (w == 32 && groups == 1) return launch_swap_instance<T, Out, 32, 1>(p, c, s, device);
+  if (w == 32 && groups == 2) return launch_swap_instance<T, Out, 32, 2>(p, c, s, device);
+  if (w == 64 && groups == 1) return launch_swap_instance<T, Out, 64, 1>(p, c, s, device);
+  if (w == 64 && groups == 2) return launch_swap_instance<T, Out, 64, 2>(p, c, s, device);
+  if (w == 128 && groups == 1) return launch_swap_instance<T, Out, 128, 1>(p, c, s, device);
+  if (w == 128 && groups == 2) return launch_swap_instance<T, Out, 128, 2>(p, c, s, device);
+  if (w == 256 && groups == 2) return launch_swap_instance<T, Out, 256, 2>(p, c, s, device);
+  throw Error("gemmkit::linear: internal: no transposed wgmma instance with " + std::to_string(w) +
+              " weight rows on " + std::to_string(groups) + " consumer warpgroups");
 }
 
 template <typename T, typename Out, int kConsumers, int kNT>
@@ -643,8 +655,10 @@ void linear(const detail::LinearProblem& p, const LinearOptions& options, Stream
   shape.in = p.x.dtype;
   shape.out = p.out.dtype;
   shape.has_bias = p.has_bias;
+  // Batch-invariant unless switched off (deterministic mode implies it).
   shape.batch_invariant =
-      options.deterministic < 0 ? env_deterministic() : options.deterministic != 0;
+      (options.batch_invariant < 0 ? env_batch_invariant() : options.batch_invariant != 0) ||
+      (options.deterministic < 0 ? env_deterministic() : options.deterministic != 0);
   shape.tma_compatible = p.k % 8 == 0 && tma_loadable(p.x) && tma_loadable(p.w) &&
                          p.k <= (int64_t{1} << 31) && p.n < (int64_t{1} << 31) &&
                          p.m < (int64_t{1} << 31);

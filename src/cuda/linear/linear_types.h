@@ -31,8 +31,9 @@ struct LinearShape {
   DType out = DType::bf16;
   bool has_bias = false;
   bool tma_compatible = false;  // k % 8 == 0, unit k stride, 16-byte aligned bases and row strides
-  // Deterministic mode (LinearOptions::deterministic, GEMMKIT_DETERMINISTIC): auto keeps bf16 and
-  // f16 inside the family at every n and weight size (batch invariance), never cuBLASLt.
+  // Batch invariance (LinearOptions::batch_invariant, GEMMKIT_LINEAR_BATCH_INVARIANT, on by
+  // default; deterministic mode implies it): auto keeps bf16 and f16 inside the family at every n
+  // and weight size, never cuBLASLt. Off: cuBLASLt where it measured faster.
   bool batch_invariant = false;
 };
 
@@ -51,7 +52,8 @@ struct LinearConfig {
   // wgmma: batch rows per tile (the MMA's N; 128 weight rows per tile); stages reuse `stages`;
   // one_chain: the one-chain form of the canonical reduction (weights of kOneChainMinRows rows
   // and more), no k split. stream: `consumers` warps of 16 weight rows, `nt` tiles of 8 batch rows.
-  // wgmma_swap: block_n weight rows by 64 batch rows per tile (the roles exchanged).
+  // wgmma_swap: block_n weight rows by 64 batch rows per tile (the roles exchanged), `consumers`
+  // warpgroups (2, or 1 for .w1).
   int block_n = 0;
   bool one_chain = false;
   // wgmma k split (wgmma_auto_splits): k's groups cut into `splits` runs of `split_groups` each

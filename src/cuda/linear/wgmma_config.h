@@ -261,38 +261,60 @@ inline int swap_block_w(int64_t m, int64_t n, int multiprocessors) {
   return 256;
 }
 
-// A transposed config with block_w (0: swap_block_w), or one with an empty name when the block is
-// not built or the grid does not fit.
+// Consumer warpgroups of the transposed kernel: 2 (block_w / 2 weight rows each), or 1 taking
+// all block_w rows (".w1"): each warpgroup's MMAs read the whole activation box from shared
+// memory, so one warpgroup reads it once per k16 step instead of twice. Not built: 256 rows on
+// one. Chosen: one up to 64 rows (H200, deterministic linear-dense, n = 64: 64 x 4096 x 4096 on 32
+// rows 13.3 us against 15.3, 64 x 4096 x 14336 40.0 against 47.2, 64 rows 4-11% faster).
+inline bool swap_variant_built(int block_w, int consumers) {
+  return swap_block_built(block_w) && (consumers == 2 || (consumers == 1 && block_w <= 128));
+}
+inline int swap_consumers(int block_w) {
+  return block_w <= 64 ? 1 : 2;
+}
+
+// A transposed config with block_w (0: swap_block_w) and `consumers` warpgroups (0:
+// swap_consumers), or one with an empty name when the variant is not built or the grid does not
+// fit.
 inline LinearConfig swap_config(const LinearShape& s, const LinearDevice& d, bool pdl,
-                                int block_w = 0) {
+                                int block_w = 0, int consumers = 0) {
   if (block_w == 0) block_w = swap_block_w(s.m, s.n, d.multiprocessors);
-  if (!swap_block_built(block_w)) return LinearConfig{};
+  if (consumers == 0) consumers = swap_consumers(block_w);
+  if (!swap_variant_built(block_w, consumers)) return LinearConfig{};
   LinearConfig c;
   c.path = LinearPath::wgmma_swap;
   c.pdl = pdl;
   c.one_chain = true;
   c.block_n = block_w;
+  c.consumers = consumers;
   c.stages = swap_stages_host(block_w);
-  c.threads = kWgmmaThreadsHost;
+  c.threads = 128 * (1 + consumers);
   c.m_tiles = ceil_div(s.m, block_w);
   c.tiles = c.m_tiles * ceil_div(s.n, kSwapBatchRows);
   c.grid_x = std::min<int64_t>(c.tiles, d.multiprocessors);
   c.shared_bytes = swap_shared_bytes_host(block_w);
   if (c.shared_bytes > d.shared_optin || c.grid_x > d.max_grid_x) return LinearConfig{};
   if (!tma_box_rows_fit(s, kSwapBatchRows, block_w)) return LinearConfig{};
-  c.name = "wgmma.t" + std::to_string(block_w);
+  c.name = "wgmma.t" + std::to_string(block_w) + (consumers == 1 ? ".w1" : "");
   return c;
 }
-// A forced transposed name: "wgmma.t<block_w>" or "wgmma.t" (block chosen).
-inline bool parse_swap_name(const std::string& name, int& block_w) {
+// A forced transposed name: "wgmma.t<block_w>" (two consumer warpgroups), "wgmma.t<block_w>.w1"
+// (one), or "wgmma.t" (block and warpgroups chosen: block_w and consumers 0).
+inline bool parse_swap_name(const std::string& name, int& block_w, int& consumers) {
   if (name.rfind("wgmma.t", 0) != 0) return false;
-  const std::string digits = name.substr(7);
+  std::string digits = name.substr(7);
   block_w = 0;
+  consumers = 0;
   if (digits.empty()) return true;
+  consumers = 2;
+  if (digits.size() > 3 && digits.compare(digits.size() - 3, 3, ".w1") == 0) {
+    consumers = 1;
+    digits.resize(digits.size() - 3);
+  }
+  if (digits.empty() || digits.size() > 3 || digits[0] == '0') return false;
   for (const char ch : digits) {
     if (ch < '0' || ch > '9') return false;
   }
-  if (digits.size() > 3 || digits[0] == '0') return false;
   block_w = std::stoi(digits);
   return true;
 }

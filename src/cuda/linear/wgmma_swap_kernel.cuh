@@ -3,11 +3,11 @@
 // of up to a few hundred rows.
 //
 // Contract: evaluates the one-chain canonical reduction (canonical.cuh) with the MMA's roles
-// exchanged: batch rows are the M side (64 a tile), weight rows the N side (kBW a tile, kBW / 2 per
-// consumer warpgroup). A k16 step takes the same 16 products of each output element whichever
-// operand is A (the GPU tests check the bits against the reference kernel, whose weights are A).
-// The chain starts from +0, takes every k16 step of k in order, then + bias and one rounding.
-// Elements past n, m or k are TMA zero fill (k16 steps past k are not issued); k < 2^31.
+// exchanged: batch rows are the M side (64 a tile), weight rows the N side (kBW a tile, kBW /
+// kConsumers per consumer warpgroup). A k16 step takes the same 16 products of each output element
+// whichever operand is A (the GPU tests check the bits against the reference kernel, whose weights
+// are A). The chain starts from +0, takes every k16 step of k in order, then + bias and one
+// rounding. Elements past n, m or k are TMA zero fill (k16 steps past k are not issued); k < 2^31.
 //
 // Why: one chain allows no k split, so a tile must reduce all of k. With weights on the M side
 // (wgmma_kernel.cuh, 128 weight rows a tile) a 4096-row weight at n = 64 has 32 tiles for 132
@@ -16,11 +16,17 @@
 //
 // Structure: the one-chain form of wgmma_kernel.cuh with the boxes exchanged: one producer thread
 // streams the (64 x 64) activation box and the (kBW x 64) weight box of each k block into a ring
-// of kStages stages (128-byte swizzle); consumer warpgroup c multiplies the activation box (A) by
-// weight rows c kBW / 2 .. of the weight box (B), keeping one k block's MMAs in flight
+// of kStages stages (128-byte swizzle); consumer warpgroup c of kConsumers multiplies the
+// activation box (A) by weight rows c kBW / kConsumers .. of the weight box (B), keeping one k
+// block's MMAs in flight
 // (wait_group 1); persistent grid over tiles, the weight block fastest (CTAs running together
 // share the activation block). Epilogue: a store per element (each warp's stores cover 8 batch
 // rows x 8 adjacent weight columns per register pair).
+//
+// One consumer warpgroup or two (kConsumers): every MMA reads its A operand, a 64 x 16 block of
+// activations (2 KiB), from shared memory, so two warpgroups of kBW / 2 weight rows each read each
+// block twice; one warpgroup taking all kBW rows (N = kBW) reads it once. On an H200 one is 13-16%
+// faster at kBW = 32 and 4-11% at 64 (docs/perf.md).
 //
 // Wins: n from 17 to a few hundred on one-chain weights, where the 128-row tiles leave SMs idle.
 #pragma once
@@ -48,15 +54,15 @@ constexpr int swap_shared_bytes() {
          2 * swap_stages<kBW>() * 8;
 }
 
-template <typename T, typename Out, int kBW>
-__global__ void __launch_bounds__(kWgmmaThreads, 1)
+template <typename T, typename Out, int kBW, int kConsumers>
+__global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     linear_wgmma_swap_kernel(const __grid_constant__ CUtensorMap w_map,
                              const __grid_constant__ CUtensorMap x_map, const T* bias,
                              int64_t bias_stride, Out* out, int64_t out_row_stride,
                              int64_t out_col_stride, int64_t n, int64_t m, int64_t k,
                              int64_t m_blocks, int64_t tiles) {
   constexpr int kStages = swap_stages<kBW>();
-  constexpr int kHalf = kBW / 2;  // weight rows per consumer warpgroup: the MMA's N
+  constexpr int kHalf = kBW / kConsumers;  // weight rows per consumer warpgroup: the MMA's N
   constexpr int kRegs = kHalf / 2;
   constexpr int kActivationBytes = kSwapBlockN * kWgmmaBlockK * 2;
   constexpr int kStageBytes = kActivationBytes + kBW * kWgmmaBlockK * 2;
@@ -73,7 +79,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
   const int k_blocks = static_cast<int>((k + kWgmmaBlockK - 1) / kWgmmaBlockK);
 
-  ptx::init_ring_barriers(full, empty, kStages, kWgmmaConsumers);
+  ptx::init_ring_barriers(full, empty, kStages, kConsumers);
   __syncthreads();
   ptx::grid_dependency_wait();
 
