@@ -116,9 +116,8 @@ inline int64_t batch_invariant_ring_max_n(int64_t m, int64_t k) {
 }
 
 // auto in batch-invariant mode (the default) for bf16 / f16 on sm_90, sliced weights
-// (one_chain_config serves the
-// others in both modes): the ring up to its bound (bf16), the wgmma kernel above it, the reference
-// kernel for layouts TMA cannot load and for small f16 batches.
+// (one_chain_config serves the others either way): the ring up to its bound (bf16), the wgmma
+// kernel above it, the reference kernel for layouts TMA cannot load and for small f16 batches.
 inline LinearConfig batch_invariant_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
   const std::string mode = "batch-invariant mode: the family at every n; ";
   if (!s.tma_compatible) {

@@ -15,8 +15,8 @@ namespace gemmkit::cuda::linear_family {
 // Largest batch auto gives the streaming kernel (it serves any n by name); above it the wgmma
 // kernels. n = 16 takes stream.t2x2 (H200: 4096 x 4096 10.9 us against 16.9 for the transposed
 // wgmma kernel's best tile, 8192 x 3584 16.2 against 21.6, 4096 x 14336 37.0 against 54.1); at n =
-// 64 the wgmma kernels win (4096 x 4096: 15.6 against 19.8 for stream.t4x8). Default mode keeps
-// cuBLASLt above n = 8 on these weights (kNonInvariantStreamMaxN, linear_config.h).
+// 64 the wgmma kernels win (4096 x 4096: 15.6 against 19.8 for stream.t4x8). With batch invariance
+// off, cuBLASLt takes n > 8 on these weights (kNonInvariantStreamMaxN, linear_config.h).
 constexpr int64_t kStreamMaxN = 16;
 
 // Tiles the kernel is built for, (consumer warps c, batch tiles nt): 16 * c weight rows by 8 * nt

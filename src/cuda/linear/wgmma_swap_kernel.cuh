@@ -18,10 +18,9 @@
 // streams the (64 x 64) activation box and the (kBW x 64) weight box of each k block into a ring
 // of kStages stages (128-byte swizzle); consumer warpgroup c of kConsumers multiplies the
 // activation box (A) by weight rows c kBW / kConsumers .. of the weight box (B), keeping one k
-// block's MMAs in flight
-// (wait_group 1); persistent grid over tiles, the weight block fastest (CTAs running together
-// share the activation block). Epilogue: a store per element (each warp's stores cover 8 batch
-// rows x 8 adjacent weight columns per register pair).
+// block's MMAs in flight (wait_group 1); persistent grid over tiles, the weight block fastest
+// (CTAs running together share the activation block). Epilogue: a store per element (each warp's
+// stores cover 8 batch rows x 8 adjacent weight columns per register pair).
 //
 // One consumer warpgroup or two (kConsumers): every MMA reads its A operand, a 64 x 16 block of
 // activations (2 KiB), from shared memory, so two warpgroups of kBW / 2 weight rows each read each
@@ -62,11 +61,11 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
                              int64_t out_col_stride, int64_t n, int64_t m, int64_t k,
                              int64_t m_blocks, int64_t tiles) {
   constexpr int kStages = swap_stages<kBW>();
-  constexpr int kHalf = kBW / kConsumers;  // weight rows per consumer warpgroup: the MMA's N
-  constexpr int kRegs = kHalf / 2;
+  constexpr int kWidth = kBW / kConsumers;  // weight rows per consumer warpgroup: the MMA's N
+  constexpr int kRegs = kWidth / 2;
   constexpr int kActivationBytes = kSwapBlockN * kWgmmaBlockK * 2;
   constexpr int kStageBytes = kActivationBytes + kBW * kWgmmaBlockK * 2;
-  static_assert(kHalf % 8 == 0 && (kHalf * 128) % 1024 == 0, "swizzle atoms of 8 rows");
+  static_assert(kWidth % 8 == 0 && (kWidth * 128) % 1024 == 0, "swizzle atoms of 8 rows");
   extern __shared__ __align__(1024) char shared_raw[];
   uint8_t* shared = reinterpret_cast<uint8_t*>(
       shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u));
@@ -110,15 +109,15 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   uint32_t phase = 0;
   float acc[kRegs];
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    // A: the activation box (64 batch rows); B: this warpgroup's kHalf weight rows.
-    wgmma_detail::one_chain_tile<T, kHalf, kStages>(
+    // A: the activation box (64 batch rows); B: this warpgroup's kWidth weight rows.
+    wgmma_detail::one_chain_tile<T, kWidth, kStages>(
         acc, k, k_blocks, full, empty, t, stage, phase, [&](int st) { return activation_box(st); },
-        [&](int st) { return weight_box(st) + consumer * kHalf * 128; });
+        [&](int st) { return weight_box(st) + consumer * kWidth * 128; });
     // Register 4 j + r: batch row row0 + 8 (r / 2), weight row col0 + 8 j + r % 2.
     const int64_t row0 = (tile / m_blocks) * kSwapBlockN + warp * 16 + lane / 4;
-    const int64_t col0 = (tile % m_blocks) * kBW + consumer * kHalf + 2 * (lane % 4);
+    const int64_t col0 = (tile % m_blocks) * kBW + consumer * kWidth + 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < kHalf / 8; ++j) {
+    for (int j = 0; j < kWidth / 8; ++j) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int64_t col = col0 + 8 * j + c;
