@@ -1,0 +1,165 @@
+// gemmkit_tma_throughput: how many bytes per cycle per SM TMA tile loads deliver into a
+// shared-memory ring when nothing else runs, the intake behind the linear and conv kernels' notes
+// (docs/perf.md). One producer thread per CTA issues, for each k block, a box of rows_a rows of
+// matrix A and one of rows_b rows of matrix B (64 bf16 columns each, 128-byte swizzle, the wgmma
+// kernels' boxes) onto one stage of a ring of `stages` stages; one consumer thread frees each stage
+// as soon as its bytes have landed, so the ring runs at the copies' pace.
+//
+// A is 16 MiB (L2-resident after the warm-up run), B 4 GiB (streamed from HBM: each CTA its own
+// rows). A's rows are the same for every CTA ("shared": the transposed kernel's activation box,
+// read by every CTA in the same k block at once) or differ by CTA, in k blocks out of step
+// ("own"). Printed per configuration: the best of 5 runs' time, the bytes per cycle per SM
+// (bytes per CTA over the CTA's clock64 cycles, times CTAs per SM) and the aggregate rate.
+//
+// Usage: gemmkit_tma_throughput [--device I]   (sm_90a; one line per configuration)
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/tensor_map.h"
+
+namespace {
+
+namespace ptx = gemmkit::cuda::ptx;
+
+constexpr int kCols = 4096;  // both matrices: 4096 bf16 columns, 64 k blocks of 64
+constexpr int kKBlocks = kCols / 64;
+constexpr int64_t kRowsA = 2048;    // 16 MiB
+constexpr int64_t kRowsB = 524288;  // 4 GiB
+constexpr int kBlocksPerCta = 512;
+
+struct Config {
+  int rows_a, rows_b, stages, ctas_per_sm;
+  bool shared_a;
+};
+
+// Thread 0: the producer; thread 32: the consumer. cycles[cta]: the consumer's clock64 span.
+__global__ void __launch_bounds__(64, 1)
+    tma_stream(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+               int rows_a, int rows_b, int stages, bool shared_a, long long* cycles) {
+  extern __shared__ __align__(1024) char shared_raw[];
+  uint8_t* shared = reinterpret_cast<uint8_t*>(
+      shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u));
+  const int stage_bytes = (rows_a + rows_b) * 128;
+  uint64_t* full = reinterpret_cast<uint64_t*>(shared + stages * stage_bytes);
+  uint64_t* empty = full + stages;
+  ptx::init_ring_barriers(full, empty, stages, 1);
+  __syncthreads();
+  const int cta = static_cast<int>(blockIdx.x);
+  if (threadIdx.x == 0) {
+    // Own rows of A start where the CTA's index puts them and run out of step in k.
+    const auto a_row0 =
+        static_cast<int32_t>(shared_a ? 0 : (int64_t{cta} * rows_a) % (kRowsA - rows_a + 1));
+    const int k_shift = shared_a ? 0 : cta * 7;
+    const auto b_row0 = static_cast<int32_t>((int64_t{cta} * rows_b * 8) % kRowsB);
+    for (int kb = 0; kb < kBlocksPerCta; ++kb) {
+      const int stage = kb % stages;
+      ptx::mbarrier_wait(&empty[stage], ((kb / stages) & 1) ^ 1);
+      ptx::mbarrier_arrive_expect_tx(&full[stage], static_cast<uint32_t>(stage_bytes));
+      const auto k0 = static_cast<int32_t>(((kb + k_shift) % kKBlocks) * 64);
+      if (rows_a > 0)
+        ptx::tma_load_2d(shared + stage * stage_bytes, &map_a, &full[stage], k0, a_row0);
+      if (rows_b > 0) {
+        // B walks on through its rows: every k block of the CTA reads new bytes.
+        const auto row = static_cast<int32_t>(b_row0 + (kb / kKBlocks) * rows_b);
+        ptx::tma_load_2d(shared + stage * stage_bytes + rows_a * 128, &map_b, &full[stage],
+                         static_cast<int32_t>((kb % kKBlocks) * 64), row);
+      }
+    }
+  } else if (threadIdx.x == 32) {
+    const long long start = clock64();
+    for (int kb = 0; kb < kBlocksPerCta; ++kb) {
+      const int stage = kb % stages;
+      ptx::mbarrier_wait(&full[stage], (kb / stages) & 1);
+      ptx::mbarrier_arrive(&empty[stage]);
+    }
+    cycles[cta] = clock64() - start;
+  }
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "gemmkit_tma_throughput: %s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int device = 0;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
+  }
+  check(cudaSetDevice(device), "cudaSetDevice");
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  void *a = nullptr, *b = nullptr;
+  check(cudaMalloc(&a, kRowsA * kCols * 2), "cudaMalloc A");
+  check(cudaMalloc(&b, kRowsB * kCols * 2), "cudaMalloc B");
+  check(cudaMemset(a, 0x3c, kRowsA * kCols * 2), "cudaMemset A");
+  check(cudaMemset(b, 0x3c, kRowsB * kCols * 2), "cudaMemset B");
+  long long* cycles = nullptr;
+  check(cudaMalloc(&cycles, sizeof(long long) * 2 * sms), "cudaMalloc cycles");
+  check(cudaFuncSetAttribute(tma_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024),
+        "max shared memory");
+  cudaEvent_t begin, end;
+  check(cudaEventCreate(&begin), "event");
+  check(cudaEventCreate(&end), "event");
+
+  // (rows of A, rows of B, stages, CTAs per SM, A shared): the transposed kernel's stage (64 + 32)
+  // by depth, alone and with two CTAs per SM; A own instead of shared; each box alone; the
+  // sliced wgmma kernel's 128-row weight box with a 64-row activation box; 256-row boxes.
+  const Config configs[] = {
+      {64, 32, 16, 1, true}, {64, 32, 8, 1, true},   {64, 32, 4, 1, true},  {64, 32, 2, 1, true},
+      {64, 32, 8, 2, true},  {64, 32, 16, 1, false}, {64, 0, 16, 1, true},  {64, 0, 16, 1, false},
+      {0, 32, 16, 1, false}, {0, 64, 16, 1, false},  {0, 128, 8, 1, false}, {128, 64, 8, 1, false},
+      {0, 256, 4, 1, false}, {0, 128, 4, 2, false},  {256, 0, 4, 1, false},
+  };
+  for (const Config& c : configs) {
+    const int stage_bytes = (c.rows_a + c.rows_b) * 128;
+    const int bytes = 1024 + c.stages * stage_bytes + 2 * c.stages * 8;
+    const CUtensorMap map_a =
+        gemmkit::cuda::tensor_map_2d_16bit(a, kRowsA, kCols, kCols, std::max(c.rows_a, 8), 64);
+    const CUtensorMap map_b =
+        gemmkit::cuda::tensor_map_2d_16bit(b, kRowsB, kCols, kCols, std::max(c.rows_b, 8), 64);
+    const int ctas = sms * c.ctas_per_sm;
+    float best_ms = 1e30f;
+    long long best_cycles = 0;
+    for (int run = 0; run < 6; ++run) {  // run 0 warms L2 with A
+      check(cudaEventRecord(begin), "record");
+      tma_stream<<<ctas, 64, bytes>>>(map_a, map_b, c.rows_a, c.rows_b, c.stages, c.shared_a,
+                                      cycles);
+      check(cudaGetLastError(), "launch");
+      check(cudaEventRecord(end), "record");
+      check(cudaEventSynchronize(end), "synchronize");
+      float ms = 0.f;
+      check(cudaEventElapsedTime(&ms, begin, end), "elapsed");
+      std::vector<long long> host_cycles(static_cast<std::size_t>(ctas));
+      check(
+          cudaMemcpy(host_cycles.data(), cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost),
+          "copy cycles");
+      long long longest = 0;
+      for (int i = 0; i < ctas; ++i) longest = std::max(longest, host_cycles[i]);
+      if (run > 0 && ms < best_ms) {
+        best_ms = ms;
+        best_cycles = longest;
+      }
+    }
+    const double cta_bytes = double(stage_bytes) * kBlocksPerCta;
+    std::printf(
+        "A %3d rows %-6s B %3d rows  %2d stages  %d CTA/SM: %8.1f us  %5.1f B/cycle/SM  %6.2f "
+        "TB/s\n",
+        c.rows_a, c.rows_a == 0 ? "" : (c.shared_a ? "shared" : "own"), c.rows_b, c.stages,
+        c.ctas_per_sm, best_ms * 1e3, cta_bytes * c.ctas_per_sm / double(best_cycles),
+        cta_bytes * ctas / (best_ms * 1e-3) / 1e12);
+  }
+  return 0;
+}
