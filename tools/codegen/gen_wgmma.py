@@ -90,11 +90,13 @@ FOOTER = """
 template <typename T, int kN, int kSteps>
 __device__ __forceinline__ void mma_k_steps(float (&acc)[kN / 2], const uint8_t* a_band,
                                             const uint8_t* b_rows, bool first) {
+  // Step j's operands start 32 j bytes on: 2 j in the descriptors' start-address field (address
+  // / 16), which cannot carry out of it (shared addresses stay below 2^18).
+  const uint64_t a = smem_descriptor_sw128(a_band, 0), b = smem_descriptor_sw128(b_rows, 0);
   fence();
 #pragma unroll
   for (int j = 0; j < kSteps; ++j) {
-    Mma<T, kN>::run(acc, smem_descriptor_sw128(a_band, 32 * j),
-                    smem_descriptor_sw128(b_rows, 32 * j), !(first && j == 0));
+    Mma<T, kN>::run(acc, a + 2 * j, b + 2 * j, !(first && j == 0));
   }
   commit_group();
 }

@@ -16,6 +16,14 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The calling thread's warpgroup (threadIdx.x / 128) as a value the compiler knows to be the same
+// across the warp (a shuffle from lane 0), so what is computed from it stays in uniform registers:
+// a wgmma matrix descriptor derived from a per-thread warpgroup index takes an R2UR move before
+// every MMA instead.
+__device__ __forceinline__ int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+}
+
 // ---- mbarrier ----------------------------------------------------------------------------------
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(bar)), "r"(count)

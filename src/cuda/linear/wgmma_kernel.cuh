@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   const auto activation_box = [&](int stage) {
     return shared + stage * Layout::kStageBytes + Layout::kWeightBytes;
   };
-  const int warpgroup = static_cast<int>(threadIdx.x / 128);
+  const int warpgroup = ptx::warpgroup_index();
   // k < 2^31 (the TMA rule the planner checks): the reduction's counters are 32-bit.
   const int k_blocks = static_cast<int>((k + kWgmmaBlockK - 1) / kWgmmaBlockK);
   const int slices = static_cast<int>((k + kSliceK - 1) / kSliceK);

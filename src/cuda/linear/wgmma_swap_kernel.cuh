@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   const auto weight_box = [&](int stage) {
     return shared + stage * kStageBytes + kActivationBytes;
   };
-  const int warpgroup = static_cast<int>(threadIdx.x / 128);
+  const int warpgroup = ptx::warpgroup_index();
   const int k_blocks = static_cast<int>((k + kWgmmaBlockK - 1) / kWgmmaBlockK);
 
   ptx::init_ring_barriers(full, empty, kStages, kConsumers);
