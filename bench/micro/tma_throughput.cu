@@ -64,8 +64,9 @@ __global__ void __launch_bounds__(64, 1)
       ptx::mbarrier_wait(&empty[stage], ((kb / stages) & 1) ^ 1);
       ptx::mbarrier_arrive_expect_tx(&full[stage], static_cast<uint32_t>(stage_bytes));
       const auto k0 = static_cast<int32_t>(((kb + k_shift) % kKBlocks) * 64);
-      if (rows_a > 0)
+      if (rows_a > 0) {
         ptx::tma_load_2d(shared + stage * stage_bytes, &map_a, &full[stage], k0, a_row0);
+      }
       if (rows_b > 0) {
         // B walks on through its rows: every k block of the CTA reads new bytes.
         const auto row = static_cast<int32_t>(b_row0 + (kb / kKBlocks) * rows_b);
