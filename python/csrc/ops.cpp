@@ -312,6 +312,7 @@ struct LinearArguments {
   std::string_view kernel;
   int64_t pdl = -1;
   OwnedTensor workspace;
+  int64_t batch_invariant = -1;
 };
 
 LinearOptions linear_options(const LinearArguments& args, const Device& device) {
@@ -321,6 +322,11 @@ LinearOptions linear_options(const LinearArguments& args, const Device& device) 
     fail("linear", "pdl", std::to_string(args.pdl) + ": must be -1 (default), 0 (off) or 1 (on)");
   }
   options.pdl = static_cast<int>(args.pdl);
+  if (args.batch_invariant < -1 || args.batch_invariant > 1) {
+    fail("linear", "batch_invariant",
+         std::to_string(args.batch_invariant) + ": must be -1 (default), 0 (off) or 1 (on)");
+  }
+  options.batch_invariant = static_cast<int>(args.batch_invariant);
   if (args.workspace.has_value()) {
     const AtenTensorHandle workspace = args.workspace.get();
     bool contiguous = false;
@@ -396,9 +402,9 @@ OwnedTensor new_linear_output(AtenTensorHandle x, const Device& device, const in
 }
 
 // linear(Tensor x, Tensor w, Tensor? bias, ScalarType? out_dtype, str variant, int pdl,
-//        Tensor? workspace) -> Tensor
+//        Tensor? workspace, int batch_invariant) -> Tensor
 void linear_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  check_arity("linear", num_args, 7, num_outputs, 1);
+  check_arity("linear", num_args, 8, num_outputs, 1);
   OwnedTensor x = take_tensor(stack[0]);
   LinearArguments args;
   args.w = take_tensor(stack[1]);
@@ -408,6 +414,7 @@ void linear_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) 
   args.kernel = kernel.view();
   args.pdl = torch::stable::detail::to<int64_t>(stack[5]);
   args.workspace = take_optional_tensor(stack[6]);
+  args.batch_invariant = torch::stable::detail::to<int64_t>(stack[7]);
 
   const Geometry x_geometry = geometry_of(x.get());
   if (x_geometry.rank < 1) fail("linear", "x", "is a 0-dim tensor; it must be [..., k]");
@@ -448,9 +455,9 @@ void linear_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) 
 }
 
 // linear_out(Tensor x, Tensor w, Tensor? bias, Tensor(a!) out, str variant, int pdl,
-//            Tensor? workspace) -> ()
+//            Tensor? workspace, int batch_invariant) -> ()
 void linear_out_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  check_arity("linear_out", num_args, 7, num_outputs, 0);
+  check_arity("linear_out", num_args, 8, num_outputs, 0);
   const OwnedTensor x = take_tensor(stack[0]);
   LinearArguments args;
   args.w = take_tensor(stack[1]);
@@ -460,6 +467,7 @@ void linear_out_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outpu
   args.kernel = kernel.view();
   args.pdl = torch::stable::detail::to<int64_t>(stack[5]);
   args.workspace = take_optional_tensor(stack[6]);
+  args.batch_invariant = torch::stable::detail::to<int64_t>(stack[7]);
   run_linear(linear_matrix(x.get(), "x"), args, out.get());
 }
 
@@ -568,10 +576,10 @@ StableTensor build_info_op() {
 STABLE_TORCH_LIBRARY(gemmkit, m) {
   m.def(
       "linear(Tensor x, Tensor w, Tensor? bias=None, ScalarType? out_dtype=None, str variant=\"\", "
-      "int pdl=-1, Tensor? workspace=None) -> Tensor");
+      "int pdl=-1, Tensor? workspace=None, int batch_invariant=-1) -> Tensor");
   m.def(
       "linear_out(Tensor x, Tensor w, Tensor? bias, Tensor(a!) out, str variant=\"\", int pdl=-1, "
-      "Tensor? workspace=None) -> ()");
+      "Tensor? workspace=None, int batch_invariant=-1) -> ()");
   m.def(
       "conv_general(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding_lo, "
       "int[] padding_hi, int[] kernel_dilation, int[] input_dilation, int groups, bool flip, "

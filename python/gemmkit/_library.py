@@ -34,7 +34,8 @@ _load()
 
 
 @torch.library.register_fake("gemmkit::linear")
-def _linear_fake(x, w, bias=None, out_dtype=None, variant="", pdl=-1, workspace=None):
+def _linear_fake(x, w, bias=None, out_dtype=None, variant="", pdl=-1, workspace=None,
+                 batch_invariant=-1):
     torch._check(x.dim() >= 1, lambda: "gemmkit::linear: x must be [..., k]")
     torch._check(w.dim() == 2, lambda: "gemmkit::linear: w must be [m, k]")
     torch._check(x.shape[-1] == w.shape[1], lambda: "gemmkit::linear: x and w disagree on k")
@@ -42,7 +43,7 @@ def _linear_fake(x, w, bias=None, out_dtype=None, variant="", pdl=-1, workspace=
 
 
 @torch.library.register_fake("gemmkit::linear_out")
-def _linear_out_fake(x, w, bias, out, variant="", pdl=-1, workspace=None):
+def _linear_out_fake(x, w, bias, out, variant="", pdl=-1, workspace=None, batch_invariant=-1):
     return None
 
 

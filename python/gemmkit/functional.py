@@ -57,6 +57,7 @@ def linear(
     kernel: Optional[str] = None,
     pdl: Optional[bool] = None,
     workspace: Optional[torch.Tensor] = None,
+    batch_invariant: Optional[bool] = None,
 ) -> torch.Tensor:
     """``F.linear(x, w, bias)``: x [..., k], w [m, k], bias [m] -> [..., m], fp32 accumulation.
 
@@ -64,14 +65,17 @@ def linear(
     torch.float32`` gives f32 out of 16-bit inputs (router logits). ``out`` receives the result
     ([..., m], its leading dims collapsible). ``kernel`` forces a kernel (``gemmkit info`` lists
     them), ``pdl`` switches programmatic dependent launch, ``workspace`` is a CUDA byte buffer for
-    the cuBLASLt path (see LinearOptions in gemmkit.h).
+    the cuBLASLt path, ``batch_invariant=False`` lets ``auto`` take cuBLASLt where it is faster
+    (outside the batch-invariance contract; see LinearOptions in gemmkit.h).
     """
-    # The op call and nothing else: the pdl switch is mapped inline (-1: GEMMKIT_LINEAR_PDL).
+    # The op call and nothing else: the switches are mapped inline (-1: GEMMKIT_LINEAR_PDL,
+    # GEMMKIT_LINEAR_BATCH_INVARIANT).
     pdl_value = -1 if pdl is None else int(bool(pdl))
+    invariant = -1 if batch_invariant is None else int(bool(batch_invariant))
     try:
         if out is None:
-            return _linear(x, w, bias, out_dtype, kernel or "", pdl_value, workspace)
-        _linear_out(x, w, bias, out, kernel or "", pdl_value, workspace)
+            return _linear(x, w, bias, out_dtype, kernel or "", pdl_value, workspace, invariant)
+        _linear_out(x, w, bias, out, kernel or "", pdl_value, workspace, invariant)
         return out
     except RuntimeError as error:
         _reraise(error)

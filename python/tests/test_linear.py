@@ -157,6 +157,21 @@ def test_pdl_value_checked():
         torch.ops.gemmkit.linear(torch.randn(2, 16), torch.randn(8, 16), None, None, "", 5)
 
 
+def test_batch_invariant_option():
+    x = torch.randn(3, 16)
+    w = torch.randn(8, 16)
+    expected = reference(x, w, None, torch.float32)
+    for value in (None, True, False):
+        assert_close_to(gemmkit.linear(x, w, batch_invariant=value), expected, torch.float32)
+        out = torch.empty(3, 8)
+        gemmkit.linear(x, w, out=out, batch_invariant=value)
+        assert_close_to(out, expected, torch.float32)
+    with pytest.raises(RuntimeError, match="batch_invariant 2: must be -1"):
+        torch.ops.gemmkit.linear(x, w, batch_invariant=2)
+    with pytest.raises(RuntimeError, match="batch_invariant -3"):
+        torch.ops.gemmkit.linear_out(x, w, None, torch.empty(3, 8), batch_invariant=-3)
+
+
 @pytest.mark.parametrize("shape", [(3, 16), (2, 3, 16), (2, 0, 16), (0, 16), (16,),
                                    (1,) * 19 + (16,)], ids=str)
 @pytest.mark.parametrize("out_dtype", [None, torch.float32])
