@@ -3,9 +3,9 @@
 # gemmkit_tma_throughput) here (CUDA backend, build/) and packs them, stripped, into
 # build-packed.tar.xz (about 20 MB), which `device.sh unpack` unfolds into build-device/ on a GPU
 # machine in place of its build stage (a build there takes ~100 s of GPU-machine time; unpacking
-# a few). The binaries need the GPU machine's CUDA 13 runtime
-# libraries (cuBLASLt) and, for the cuDNN path, cuDNN 9 (the Python package nvidia-cudnn, as
-# device.sh finds it); glibc 2.34 or newer.
+# a few). The binaries need the GPU machine's CUDA 13 runtime libraries (cuBLASLt) and, for the
+# cuDNN path, cuDNN 9 (the Python package nvidia-cudnn, as device.sh finds it); glibc 2.34 or
+# newer.
 # Usage: bash scripts/pack.sh   (GEMMKIT_CMAKE_ARGS as for build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."

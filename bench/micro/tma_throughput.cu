@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
     const int ctas = sms * c.ctas_per_sm;
     float best_ms = 1e30f;
     long long best_cycles = 0;
+    std::vector<long long> host_cycles(static_cast<std::size_t>(ctas));
     for (int run = 0; run < 6; ++run) {  // run 0 warms L2 with A
       check(cudaEventRecord(begin), "record");
       tma_stream<<<ctas, 64, bytes>>>(map_a, map_b, c.rows_a, c.rows_b, c.stages, c.shared_a,
@@ -143,7 +144,6 @@ int main(int argc, char** argv) {
       check(cudaEventSynchronize(end), "synchronize");
       float ms = 0.f;
       check(cudaEventElapsedTime(&ms, begin, end), "elapsed");
-      std::vector<long long> host_cycles(static_cast<std::size_t>(ctas));
       check(
           cudaMemcpy(host_cycles.data(), cycles, sizeof(long long) * ctas, cudaMemcpyDeviceToHost),
           "copy cycles");

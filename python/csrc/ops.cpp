@@ -315,18 +315,20 @@ struct LinearArguments {
   int64_t batch_invariant = -1;
 };
 
+// A switch argument of the linear ops (-1: its environment variable, 0 off, 1 on) as the int of
+// LinearOptions, checked before the narrowing.
+int linear_switch(const char* argument, int64_t value) {
+  if (value < -1 || value > 1) {
+    fail("linear", argument, std::to_string(value) + ": must be -1 (default), 0 (off) or 1 (on)");
+  }
+  return static_cast<int>(value);
+}
+
 LinearOptions linear_options(const LinearArguments& args, const Device& device) {
   LinearOptions options;
   if (!args.kernel.empty()) options.kernel = std::string(args.kernel);
-  if (args.pdl < -1 || args.pdl > 1) {
-    fail("linear", "pdl", std::to_string(args.pdl) + ": must be -1 (default), 0 (off) or 1 (on)");
-  }
-  options.pdl = static_cast<int>(args.pdl);
-  if (args.batch_invariant < -1 || args.batch_invariant > 1) {
-    fail("linear", "batch_invariant",
-         std::to_string(args.batch_invariant) + ": must be -1 (default), 0 (off) or 1 (on)");
-  }
-  options.batch_invariant = static_cast<int>(args.batch_invariant);
+  options.pdl = linear_switch("pdl", args.pdl);
+  options.batch_invariant = linear_switch("batch_invariant", args.batch_invariant);
   if (args.workspace.has_value()) {
     const AtenTensorHandle workspace = args.workspace.get();
     bool contiguous = false;

@@ -160,8 +160,9 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
         constexpr int kBuffers = stream_detail::fragment_buffers<kNT>();
         stream_detail::BlockFragments<kNT> f[kBuffers];
 #pragma unroll
-        for (int b = 0; b < kBuffers - 1; ++b)
+        for (int b = 0; b < kBuffers - 1; ++b) {
           stream_detail::load_block<kConsumers, kNT>(stage_address, b, warp, lane, f[b]);
+        }
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
           if (b + kBuffers - 1 < 8) {
