@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -766,10 +767,10 @@ namespace gemmkit::cuda::linear_family {
 namespace {
 
 // Batch-invariant mode (the default): auto never takes cuBLASLt for bf16 / f16 on sm_90, whatever
-// n and the weight; the ring up to its bound, the wgmma kernel above it, the reference where TMA
-// cannot load.
+// n and the weight; the ring within its reach, the wgmma kernel beyond it, the reference where TMA
+// cannot load and for f16 within the ring's bound.
 TEST(LinearDispatch, BatchInvariantModeStaysInsideTheFamilyAtEveryBatch) {
-  int wgmma = 0, ring = 0, one_chain = 0, swap = 0;
+  int wgmma = 0, ring = 0, ring_reach = 0, one_chain = 0, swap = 0;
   for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{128, 2880},
                                                                      {256, 7168},
                                                                      {1024, 4096},
@@ -816,11 +817,19 @@ TEST(LinearDispatch, BatchInvariantModeStaysInsideTheFamilyAtEveryBatch) {
           continue;
         }
         EXPECT_NE(c.reason.find("batch-invariant mode"), std::string::npos) << c.reason;
-        if (n > batch_invariant_ring_max_n(m, k)) {
+        const bool ring_serves = batch_invariant_ring_serves(n, m, k, kH200.multiprocessors);
+        if (in == DType::bf16 ? !ring_serves : n > batch_invariant_ring_max_n(m, k)) {
           EXPECT_EQ(c.path, LinearPath::wgmma) << n << " x " << m << " x " << k << ": " << c.reason;
           EXPECT_EQ(c.block_n, wgmma_sliced_block_n(s, kH200));
         } else if (in == DType::bf16) {
           EXPECT_EQ(c.path, LinearPath::tma_ring) << n << " x " << m << " x " << k;
+          // Beyond the bound: few tiles of 16 x 8 and at most 7168 k per tile and SM.
+          if (n > batch_invariant_ring_max_n(m, k)) {
+            EXPECT_LE(c.tiles, kBatchInvariantRingMaxTiles);
+            EXPECT_LE(c.tiles * k, kH200.multiprocessors * kBatchInvariantRingTileK);
+            EXPECT_NE(c.reason.find("within the ring's reach"), std::string::npos) << c.reason;
+            ++ring_reach;
+          }
         } else {
           EXPECT_EQ(c.path, LinearPath::reference);
         }
@@ -838,6 +847,26 @@ TEST(LinearDispatch, BatchInvariantModeStaysInsideTheFamilyAtEveryBatch) {
   }
   EXPECT_GT(wgmma, 30);
   EXPECT_GT(ring, 20);
+  EXPECT_GE(ring_reach, 5);
+  // The ring's reach on measured shapes (H200): the ring where its tiles are few, the wgmma kernel
+  // where they are many (128 x 1024 x 1024: 1024 tiles) or hold much k (32 x 576 x 7168: 144 tiles
+  // x 7168 > 132 x 7168).
+  for (const auto& [n, m, k, ring_expected] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{{64, 256, 7168, true},
+                                                                {128, 128, 7168, true},
+                                                                {32, 1536, 2048, true},
+                                                                {64, 1024, 1024, true},
+                                                                {512, 32, 2880, true},
+                                                                {32, 576, 7168, false},
+                                                                {128, 1024, 1024, false},
+                                                                {512, 128, 2880, false},
+                                                                {64, 1536, 2048, false}}) {
+    LinearShape s = bf16_shape(n, m, k);
+    s.batch_invariant = true;
+    const LinearConfig c = select_linear_config(s, kH200, "", true);
+    EXPECT_EQ(c.path, ring_expected ? LinearPath::tma_ring : LinearPath::wgmma)
+        << n << " x " << m << " x " << k << ": " << c.reason;
+  }
   EXPECT_EQ(one_chain, 2 * 17 * 2);
   EXPECT_GT(swap, 4);
   LinearShape strided = bf16_shape(4096, 4096, 4100);
@@ -993,12 +1022,13 @@ TEST(LinearDispatch, WgmmaKSplitRule) {
            Case{256, 3072, 4096, 1, 8},   // 96 tiles fill the SMs: no split
            Case{4096, 2048, 4096, 1, 8},  // 512 tiles
            Case{64, 1280, 512, 1, 1},     // one group
-           Case{64, 1280, 520, 1, 2},     // two groups: runs of one would be too short
-           Case{64, 1280, 1536, 1, 3},    // three groups
-           Case{64, 1280, 2048, 2, 2},    // four groups: 2 runs of 2
-           Case{64, 1280, 8200, 6, 3},    // 17 groups: 8 runs wanted, 6 of 3 (the last of 2)
-           Case{1, 128, 14336, 14, 2},    // one tile, 28 groups
-           Case{65, 128, 2880, 3, 2},     // two tiles, 6 groups
+           Case{64, 1280, 520, 2, 1},     // two groups: runs of one
+           Case{64, 1280, 1536, 3, 1},    // three groups
+           Case{64, 1280, 2048, 4, 1},    // four groups
+           Case{64, 1280, 8200, 9, 2},    // 17 groups: 13 runs wanted, 9 of 2 (the last of 1)
+           Case{1, 128, 14336, 28, 1},    // one tile, 28 groups
+           Case{65, 128, 2880, 6, 1},     // two tiles, 6 groups
+           Case{128, 576, 7168, 7, 2},    // 10 tiles, 14 groups: 13 runs wanted, 7 of 2
        }) {
     LinearShape s = bf16_shape(e.n, e.m, e.k);
     // The split rule at the table's widths: 64 up to n = 256, 128 above.
@@ -1203,15 +1233,15 @@ TEST(LinearDispatch, WgmmaTileOrderIsABijection) {
 }
 
 TEST(LinearDispatch, WgmmaKSplitNames) {
-  const LinearShape s = bf16_shape(64, 1280, 8200);  // 17 groups, auto: 6 runs of 3
+  const LinearShape s = bf16_shape(64, 1280, 8200);  // 17 groups, auto: 9 runs of 2
   struct Named {
     const char* forced;
     const char* name;
     int splits;
   };
   for (const Named& e :
-       {Named{"wgmma", "wgmma.n64.s8.k6", 6}, Named{"wgmma.n64", "wgmma.n64.s8.k6", 6},
-        Named{"wgmma.n64.s8", "wgmma.n64.s8.k6", 6}, Named{"wgmma.n64.k1", "wgmma.n64.s8.k1", 1},
+       {Named{"wgmma", "wgmma.n64.s8.k9", 9}, Named{"wgmma.n64", "wgmma.n64.s8.k9", 9},
+        Named{"wgmma.n64.s8", "wgmma.n64.s8.k9", 9}, Named{"wgmma.n64.k1", "wgmma.n64.s8.k1", 1},
         Named{"wgmma.n64.s8.k2", "wgmma.n64.s8.k2", 2}, Named{"wgmma.k3", "wgmma.n64.s8.k3", 3},
         Named{"wgmma.n128.k17", "wgmma.n128.s6.k17", 17},
         Named{"wgmma.n64.s8.k9", "wgmma.n64.s8.k9", 9}}) {

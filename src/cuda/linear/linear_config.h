@@ -107,33 +107,60 @@ constexpr const char* kNotTmaLoadableForced =
     "x or w cannot be loaded by TMA (k % 8 == 0, unit k stride and 16-byte aligned rows are "
     "required)";
 
-// The ring's bound in batch-invariant mode: the family's, and up to n = 16 for weights of 2^24
-// elements and more (streaming weights: the ring against the wgmma kernel's 64-row tiles, H200:
-// 32 x 8192 x 8192 ring8 132 us, wgmma.n64 60 us; docs/perf.md).
+// The ring's reach in batch-invariant mode. Its bound (the family's, and up to n = 16 for weights
+// of 2^24 elements and more: streaming weights, the ring against the wgmma kernel's 64-row tiles,
+// H200: 32 x 8192 x 8192 ring8 132 us, wgmma.n64 60 us; docs/perf.md), and beyond it the problems
+// whose 16 x 8 tiles are few enough: at most kBatchInvariantRingMaxTiles, and a k of at most
+// kBatchInvariantRingTileK per tile and SM (tiles * k <= SMs * 7168). There the ring's many small
+// tiles beat the wgmma kernel, whose few 128-row tiles each stream at least one group of k at
+// the intake of one SM (6-7 us at any n). H200, PDL, ring (auto) against the wgmma kernel (k
+// split in runs of one group where it pays): 128 x 128 x 7168 (128 tiles) 6.2 against 6.8 us,
+// 32 x 1536 x 2048 (384) 5.6 against 6.5, 64 x 1024 x 1024 (512) 4.3 against 6.3, 512 x 32 x 2880
+// 3.1 against 7.6; beyond the bound 32 x 576 x 7168 (144 tiles) 9.2 against 7.2, 128 x 1024 x
+// 1024 (1024 tiles) 7.6 against 6.3, 512 x 128 x 2880 7.9 against 6.3.
 constexpr int64_t kBatchInvariantRingMaxN = 16;
+constexpr int64_t kBatchInvariantRingMaxTiles = 512;
+constexpr int64_t kBatchInvariantRingTileK = 7168;
 inline int64_t batch_invariant_ring_max_n(int64_t m, int64_t k) {
   return std::max(family_max_n(m, k), kBatchInvariantRingMaxN);
 }
+inline bool batch_invariant_ring_serves(int64_t n, int64_t m, int64_t k, int multiprocessors) {
+  if (n <= batch_invariant_ring_max_n(m, k)) return true;
+  const int64_t m_tiles = ceil_div(m, 16), n_tiles = ceil_div(n, 8);
+  if (m_tiles > kBatchInvariantRingMaxTiles || n_tiles > kBatchInvariantRingMaxTiles) return false;
+  const int64_t tiles = m_tiles * n_tiles;  // <= 2^18
+  return tiles <= kBatchInvariantRingMaxTiles &&
+         k <= int64_t{multiprocessors} * kBatchInvariantRingTileK / tiles;
+}
 
 // auto in batch-invariant mode (the default) for bf16 / f16 on sm_90, sliced weights
-// (one_chain_config serves the others either way): the ring up to its bound (bf16), the wgmma
-// kernel above it, the reference kernel for layouts TMA cannot load and for small f16 batches.
+// (one_chain_config serves the others either way): the ring within its reach (bf16), the wgmma
+// kernel beyond it, the reference kernel for layouts TMA cannot load and for f16 batches within
+// the ring's bound.
 inline LinearConfig batch_invariant_config(const LinearShape& s, const LinearDevice& d, bool pdl) {
   const std::string mode = "batch-invariant mode: the family at every n; ";
   if (!s.tma_compatible) {
     return reference_config(s, d, mode + kNotTmaLoadableReason);
   }
   const int64_t ring_max_n = batch_invariant_ring_max_n(s.m, s.k);
-  if (s.n <= ring_max_n) {
-    if (s.in == DType::f16) {
-      return reference_config(s, d,
-                              mode + "f16 operands at n <= " + std::to_string(ring_max_n) +
-                                  ": the family's reference kernel");
-    }
+  if (s.in == DType::f16 && s.n <= ring_max_n) {
+    return reference_config(s, d,
+                            mode + "f16 operands at n <= " + std::to_string(ring_max_n) +
+                                ": the family's reference kernel");
+  }
+  const bool beyond_bound = s.n > ring_max_n;
+  const std::string reach =
+      " the ring's reach (at most " + std::to_string(kBatchInvariantRingMaxTiles) +
+      " tiles of 16 x 8, tiles x k <= SMs x " + std::to_string(kBatchInvariantRingTileK) + ")";
+  const std::string beyond = "n = " + std::to_string(s.n) + " > " + std::to_string(ring_max_n);
+  if (s.in == DType::bf16 && batch_invariant_ring_serves(s.n, s.m, s.k, d.multiprocessors)) {
     LinearConfig c = ring_config(s, d, 0, pdl);
     if (!c.name.empty()) {
-      c.reason = mode + "n <= " + std::to_string(ring_max_n) + ": ring sized to " +
-                 std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster);
+      c.reason =
+          mode +
+          (beyond_bound ? beyond + " within" + reach : "n <= " + std::to_string(ring_max_n)) +
+          ": ring sized to " + std::to_string(c.tiles) + " tiles x cluster " +
+          std::to_string(c.cluster);
       return c;
     }
   }
@@ -141,12 +168,12 @@ inline LinearConfig batch_invariant_config(const LinearShape& s, const LinearDev
   if (c.name.empty()) {
     return reference_config(s, d, mode + "no ring or wgmma configuration fits the device");
   }
+  const bool ring_declined = s.in == DType::bf16 && !beyond_bound;
   c.reason = mode +
-             (s.n > ring_max_n ? "n = " + std::to_string(s.n) + " > " + std::to_string(ring_max_n) +
-                                     ": the wgmma kernel"
-                               : "no ring configuration fits: the wgmma kernel") +
-             ", " + std::to_string(c.block_n) + "-wide tiles (least estimated time)" +
-             wgmma_split_reason(c, d);
+             (ring_declined ? std::string("no ring configuration fits")
+                            : beyond + (s.in == DType::bf16 ? " beyond" + reach : "")) +
+             ": the wgmma kernel, " + std::to_string(c.block_n) +
+             "-wide tiles (least estimated time)" + wgmma_split_reason(c, d);
   return c;
 }
 

@@ -97,15 +97,15 @@ inline int wgmma_one_chain_block_n(int64_t m, int64_t n, int multiprocessors) {
 // every split count, so the count may depend on n (and the device) without moving a bit.
 //
 // The rule (wgmma_auto_splits): the most splits that keep every (tile, run) unit in one wave
-// (tiles * splits <= SMs: a second wave would double the critical path), with at least
-// kWgmmaMinSplitGroups groups per run (a run of one group is 8 k blocks, the n64 ring's depth: its
-// CTA would mostly fill the ring and store, with no steady stream of loads behind MMAs; and every
-// group sum a run stores, 32 KiB per 128 x 64 tile written and read back from L2, is a sixth of
-// the 192 KiB of operands the group streams; a choice by reasoning, not yet a measured
-// crossover), then the fewest splits that keep the runs equal; fewer while the workspace would
-// exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace); no split when
-// tiles * 2 > SMs.
-constexpr int64_t kWgmmaMinSplitGroups = 2;
+// (tiles * splits <= SMs: a second wave would double the critical path), down to runs of one
+// group (kWgmmaMinSplitGroups), then the fewest splits that keep the runs equal; fewer while the
+// workspace would exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace);
+// no split when tiles * 2 > SMs. Runs of one group against runs of two (H200, PDL, forced .k on
+// one build): 64 x 576 x 7168 7.2 us against 8.7 (14 runs against 7), 128 x 256 x 7168 6.8
+// against 8.2, 512 x 128 x 2880 6.3 against 7.9, 512 x 128 x 4096 6.5 against 8.3, 64 x 1536 x
+// 2048 6.5 against 7.8; where the units would need a second wave they lose (128 x 576 x 7168:
+// 11.8 at 14 runs, 8.9 at 7), which the one-wave bound already excludes.
+constexpr int64_t kWgmmaMinSplitGroups = 1;
 constexpr int64_t kWgmmaSplitWorkspaceBytes = int64_t{32} << 20;
 constexpr int kWgmmaFoldThreads = 256;  // the fold kernel's block: one thread per consumer thread
 
