@@ -147,6 +147,56 @@ TEST(LinearDispatch, ClusterSpreadsSmallProblemsOverTheMachine) {
   EXPECT_EQ(select_linear_config(bf16_shape(1, 128, 512), kH200, "", true).cluster, 1);
 }
 
+// An H100 SXM's co-resident clusters by size (cudaOccupancyMaxActiveClusters at one and at two
+// CTAs per SM): 15 clusters of 7 fit at once at one CTA per SM, not 132 / 7 = 18.
+LinearDevice with_measured_clusters(LinearDevice d) {
+  d.coresident_clusters = {{{0, 132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7},
+                            {0, 264, 132, 79, 62, 47, 39, 32, 30, 23, 21, 16, 16, 14, 14, 14, 14}}};
+  return d;
+}
+
+TEST(LinearDispatch, ClustersRunInOneWave) {
+  const LinearDevice measured = with_measured_clusters(kH200);
+  // 16 x 128 x 14336: 16 tiles, 28 groups; clusters of 7 take one CTA per SM (4 groups a rank:
+  // ~120 KiB) and 15 of them run at once, so 7 ranks would need a second wave; 6 fit (17).
+  const LinearShape long_k = bf16_shape(16, 128, 14336);
+  const LinearConfig unknown = select_linear_config(long_k, kH200, "", true);
+  EXPECT_EQ(unknown.cluster, 7) << unknown.to_string();
+  const LinearConfig bounded = select_linear_config(long_k, measured, "", true);
+  EXPECT_EQ(bounded.cluster, 6) << bounded.to_string();
+  EXPECT_EQ(bounded.groups_per_rank, 5);
+  EXPECT_EQ(ring_ctas_per_sm(bounded, measured), 1);
+  EXPECT_TRUE(ring_clusters_one_wave(bounded, measured));
+  EXPECT_NE(bounded.reason.find("cluster 6, not 7"), std::string::npos) << bounded.reason;
+  expect_within_limits(bounded, long_k, measured);
+  // Named clusters stay as named.
+  EXPECT_EQ(select_linear_config(long_k, measured, "ring16.w8.c7", true).cluster, 7);
+  // The same 16 tiles x 7 ranks at two CTAs per SM (1 x 256 x 7168: 2 groups a rank, ~64 KiB):
+  // 32 clusters of 7 at once, so 7 stay.
+  const LinearConfig two_per_sm =
+      select_linear_config(bf16_shape(1, 256, 7168), measured, "", true);
+  EXPECT_EQ(two_per_sm.cluster, 7) << two_per_sm.to_string();
+  EXPECT_EQ(ring_ctas_per_sm(two_per_sm, measured), 2);
+  EXPECT_EQ(two_per_sm.reason.find("not 7"), std::string::npos);
+  // Every router and decode shape the ring takes keeps its clusters in one wave.
+  for (int64_t n : {1, 8, 16, 32, 64, 128}) {
+    for (const auto& [m, k] : std::vector<std::pair<int64_t, int64_t>>{{32, 2880},
+                                                                       {128, 2880},
+                                                                       {128, 7168},
+                                                                       {256, 7168},
+                                                                       {384, 7168},
+                                                                       {128, 14336},
+                                                                       {128, 4096},
+                                                                       {256, 2048},
+                                                                       {1024, 1024}}) {
+      const LinearConfig c = select_linear_config(bf16_shape(n, m, k), measured, "", true);
+      if (c.path != LinearPath::tma_ring) continue;
+      EXPECT_TRUE(ring_clusters_one_wave(c, measured))
+          << n << "x" << m << "x" << k << " " << c.to_string();
+    }
+  }
+}
+
 TEST(LinearDispatch, FamilyBoundFollowsTheMeasuredCrossovers) {
   EXPECT_EQ(family_max_n(128, 2880), 256);
   EXPECT_EQ(family_max_n(32, 2880), 256);
@@ -1055,6 +1105,10 @@ TEST(LinearDispatch, WgmmaKSplitRule) {
   EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).name, "wgmma.n64.s8.k8");
   EXPECT_EQ(wgmma_config(bf16_shape(64, 1280, 8192), kH200, 64, true).workspace_bytes,
             10 * 15 * 128 * 64 * 4);  // slot 0 (groups 0-1) and one slot per later group
+  // 64-wide tiles split down to runs of one group, wider ones to runs of two.
+  EXPECT_EQ(wgmma_config(bf16_shape(64, 576, 7168), kH200, 64, true).splits, 14);
+  EXPECT_EQ(wgmma_config(bf16_shape(128, 576, 7168), kH200, 128, true).splits, 7);
+  EXPECT_EQ(wgmma_config(bf16_shape(256, 384, 7168), kH200, 96, true).splits, 7);
   // Half the SMs or more hold tiles: no split (66 tiles x 2 = 132 units would fit, 68 not).
   EXPECT_EQ(wgmma_config(bf16_shape(3 * 64, 22 * 128, 4096), kH200, 64, true).splits, 2);
   EXPECT_EQ(wgmma_config(bf16_shape(4 * 64, 17 * 128, 4096), kH200, 64, true).splits, 1);
@@ -1099,7 +1153,7 @@ TEST(LinearDispatch, WgmmaKSplitStaysWithinTheWorkspace) {
           expect_within_limits(w, shape, kH200);
           EXPECT_LE(w.tiles * w.splits, std::max<int64_t>(w.tiles, kH200.multiprocessors));
           if (w.splits > 1) {
-            EXPECT_GE(w.split_groups, kWgmmaMinSplitGroups);
+            EXPECT_GE(w.split_groups, wgmma_min_split_groups(block_n));
             EXPECT_LE(w.tiles * 2, kH200.multiprocessors);
           }
         }

@@ -160,7 +160,7 @@ inline LinearConfig batch_invariant_config(const LinearShape& s, const LinearDev
           mode +
           (beyond_bound ? beyond + " within" + reach : "n <= " + std::to_string(ring_max_n)) +
           ": ring sized to " + std::to_string(c.tiles) + " tiles x cluster " +
-          std::to_string(c.cluster);
+          std::to_string(c.cluster) + c.reason;
       return c;
     }
   }
@@ -285,7 +285,8 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
                std::to_string(c.tiles) + " tiles x cluster " + std::to_string(c.cluster) +
                (c.consumers == kRingMaxConsumerWarps
                     ? ", 8 consumer warps (over 4 slices per CTA, one CTA per SM)"
-                    : "");
+                    : "") +
+               c.reason;
     return c;
   }
   // What every forced one-chain kernel (stream, wgmma.t) needs: sm_90, 16-bit operands, a
@@ -433,7 +434,7 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
     if (c.name.empty() || c.stages != stages) {
       reject("does not fit this device's shared memory or grid for this shape");
     }
-    c.reason = "forced";
+    c.reason = "forced" + c.reason;
     return c;
   }
   reject(

@@ -613,8 +613,62 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
   return true;
 }
 
+// An empty kernel: its cluster occupancy at the shared memory of one or of two CTAs per SM is the
+// clusters the device co-schedules at that many CTAs per SM (LinearDevice::coresident_clusters).
+__global__ void cluster_occupancy_probe_kernel() {}
+
+using CoresidentClusters = std::array<std::array<int, 17>, 2>;
+
+// Asked once per device (the current device: the caller holds a DeviceGuard); zeros where the
+// device launches no clusters. A size the device cannot co-schedule at all (above 8 without the
+// non-portable opt-in) reads 0, as the launcher's own check finds it.
+const CoresidentClusters& coresident_clusters(const DeviceProperties& props) {
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<CoresidentClusters, kMaxDevices> tables{};
+  const auto index = static_cast<std::size_t>(props.ordinal);
+  std::call_once(once[index], [&] {
+    CoresidentClusters table{};
+    if (props.cluster_launch) {
+      const auto kernel = cluster_occupancy_probe_kernel;
+      GEMMKIT_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      GEMMKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(props.shared_per_block_optin)));
+      const int64_t bytes[2] = {props.shared_per_block_optin,
+                                props.shared_per_multiprocessor / 2 - 1024};
+      for (std::size_t per_sm = 0; per_sm < 2; ++per_sm) {
+        for (int cluster = 1; cluster <= kRingMaxCluster; ++cluster) {
+          cudaLaunchAttribute attribute{};
+          attribute.id = cudaLaunchAttributeClusterDimension;
+          attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+          attribute.val.clusterDim.y = 1;
+          attribute.val.clusterDim.z = 1;
+          cudaLaunchConfig_t config{};
+          config.gridDim = dim3(static_cast<unsigned>(cluster));
+          config.blockDim = dim3(128);
+          config.dynamicSmemBytes = static_cast<std::size_t>(bytes[per_sm]);
+          config.attrs = &attribute;
+          config.numAttrs = 1;
+          int clusters = 0;
+          if (cluster <= 8) {
+            GEMMKIT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+          } else if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+            (void)cudaGetLastError();  // not co-schedulable here: left unknown
+            clusters = 0;
+          }
+          table[per_sm][static_cast<std::size_t>(cluster)] = clusters;
+        }
+      }
+    }
+    tables[index] = table;
+  });
+  return tables[index];
+}
+
 LinearDevice describe(const DeviceProperties& props, int max_cluster_limit = 16) {
   LinearDevice d;
+  d.shared_per_sm = props.shared_per_multiprocessor;
+  d.coresident_clusters = coresident_clusters(props);
   d.sm_major = props.sm_major;
   d.sm_minor = props.sm_minor;
   d.multiprocessors = props.multiprocessors;

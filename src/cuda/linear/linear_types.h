@@ -2,6 +2,7 @@
 // paths and the chosen configuration (no CUDA header; linear_config.h chooses).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -14,7 +15,8 @@ namespace gemmkit::cuda::linear_family {
 struct LinearDevice {
   int sm_major = 9, sm_minor = 0;
   int multiprocessors = 132;
-  int64_t shared_optin = 232448;  // bytes per block after opt-in
+  int64_t shared_optin = 232448;   // bytes per block after opt-in
+  int64_t shared_per_sm = 233472;  // bytes per multiprocessor
   bool cluster_launch = true;
   int64_t max_grid_x = 2147483647;
   int max_cluster = 16;    // largest k split across a cluster (GEMMKIT_LINEAR_MAX_CLUSTER)
@@ -23,6 +25,11 @@ struct LinearDevice {
   // mbarrier (async), or distributed stores and a cluster barrier phase (barrier: the twin that
   // compute-sanitizer's racecheck can follow). Same bits either way.
   bool async_fold = true;
+  // Clusters of c CTAs (index c, 1 to 16) the device runs at once when each multiprocessor holds
+  // one CTA ([0]) or two ([1]), as cudaOccupancyMaxActiveClusters reports them: the GPCs'
+  // sizes, not SMs / c, bound them (an H100 SXM: 15 clusters of 7 at one CTA per SM, not 18).
+  // 0: not known, no bound applied (the default, as in host tests that do not set them).
+  std::array<std::array<int, 17>, 2> coresident_clusters{};
 };
 
 struct LinearShape {

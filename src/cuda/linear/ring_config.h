@@ -111,15 +111,69 @@ inline int64_t ring_cluster_ranks(int64_t groups, int64_t cluster) {
   return ceil_div(groups, ceil_div(groups, cluster));
 }
 
+// CTAs of config `c` one multiprocessor holds, 1 or 2 (two standing for two or more): its
+// shared memory (plus the 1 KiB the device reserves per block) and threads decide; registers do
+// not bind (the ring instances take at most 128 registers, 256 threads where they take 128).
+inline int ring_ctas_per_sm(const LinearConfig& c, const LinearDevice& d) {
+  const int64_t by_shared = d.shared_per_sm / (c.shared_bytes + 1024);
+  const int64_t by_threads = c.threads > 0 ? 2048 / c.threads : 2;
+  return std::min<int64_t>(by_shared, by_threads) >= 2 ? 2 : 1;
+}
+
+// Whether every cluster of config `c` runs at once (one wave): c.tiles clusters of c.cluster
+// CTAs against the clusters the device co-schedules at c's CTAs per SM (true where not known).
+inline bool ring_clusters_one_wave(const LinearConfig& c, const LinearDevice& d) {
+  if (c.cluster <= 1 || c.cluster > kRingMaxCluster) return true;
+  const int coresident = d.coresident_clusters[static_cast<std::size_t>(ring_ctas_per_sm(c, d) - 1)]
+                                              [static_cast<std::size_t>(c.cluster)];
+  return coresident == 0 || c.tiles <= coresident;
+}
+
 // Ring variant with `stages` (0 = choose), `tile` (mt = 0: choose), `producers` and `fold` (0 /
 // device: the device's setting), `cluster` (0 = choose; else an exact split the caller checked
 // with ring_cluster_ranks), `batch` (0 = ring_slice_batch; else one the caller checked with
 // ring_batch_allowed at the stages it forced), `consumers` (0 = choose; else one the caller
 // checked with ring_consumers_allowed), or a config with an empty name when it cannot serve.
+// The cluster chosen (cluster 0) runs in one wave: where the device co-schedules fewer clusters of
+// that size than there are tiles (ring_clusters_one_wave), the split goes to fewer ranks, and the
+// reason says so. H100 SXM, PDL: 16 x 128 x 14336 (16 tiles, one CTA per SM, 15 clusters of 7 at
+// once) took 5.00 us over clusters of 7, 3.47 over 6, 3.34 over 5.
+inline LinearConfig ring_config_for_cluster(const LinearShape& s, const LinearDevice& d, int stages,
+                                            bool pdl, RingTileShape tile, int producers,
+                                            RingFold fold, int forced_cluster, int batch,
+                                            int consumers);
 inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int stages, bool pdl,
                                 RingTileShape tile = {}, int producers = 0,
                                 RingFold fold = RingFold::device, int forced_cluster = 0,
                                 int batch = 0, int consumers = 0) {
+  LinearConfig c = ring_config_for_cluster(s, d, stages, pdl, tile, producers, fold, forced_cluster,
+                                           batch, consumers);
+  if (forced_cluster != 0 || c.name.empty() || ring_clusters_one_wave(c, d)) return c;
+  const int chosen = c.cluster;
+  const int64_t groups = ceil_div(s.k, kGroupK);
+  for (int64_t want = chosen - 1; want >= 1; --want) {
+    const int ranks = static_cast<int>(ring_cluster_ranks(groups, want));
+    if (ranks >= c.cluster) continue;  // the same split as the last one tried
+    LinearConfig fewer =
+        ring_config_for_cluster(s, d, stages, pdl, tile, producers, fold, ranks, batch, consumers);
+    if (fewer.name.empty()) break;
+    c = std::move(fewer);
+    if (ring_clusters_one_wave(c, d)) break;
+  }
+  c.reason = "; cluster " + std::to_string(c.cluster) + ", not " + std::to_string(chosen) +
+             ": the device runs " +
+             std::to_string(d.coresident_clusters[0][static_cast<std::size_t>(chosen)]) +
+             " (one CTA per SM) or " +
+             std::to_string(d.coresident_clusters[1][static_cast<std::size_t>(chosen)]) +
+             " (two) clusters of " + std::to_string(chosen) + " at once, fewer than the " +
+             std::to_string(c.tiles) + " tiles";
+  return c;
+}
+
+inline LinearConfig ring_config_for_cluster(const LinearShape& s, const LinearDevice& d, int stages,
+                                            bool pdl, RingTileShape tile, int producers,
+                                            RingFold fold, int forced_cluster, int batch,
+                                            int consumers) {
   LinearConfig c;
   c.path = LinearPath::tma_ring;
   c.pdl = pdl;

@@ -97,15 +97,22 @@ inline int wgmma_one_chain_block_n(int64_t m, int64_t n, int multiprocessors) {
 // every split count, so the count may depend on n (and the device) without moving a bit.
 //
 // The rule (wgmma_auto_splits): the most splits that keep every (tile, run) unit in one wave
-// (tiles * splits <= SMs: a second wave would double the critical path), down to runs of one
-// group (kWgmmaMinSplitGroups), then the fewest splits that keep the runs equal; fewer while the
+// (tiles * splits <= SMs: a second wave would double the critical path), down to runs of
+// wgmma_min_split_groups, then the fewest splits that keep the runs equal; fewer while the
 // workspace would exceed the budget (kWgmmaSplitWorkspaceBytes, or a caller's smaller workspace);
-// no split when tiles * 2 > SMs. Runs of one group against runs of two (H200, PDL, forced .k on
-// one build): 64 x 576 x 7168 7.2 us against 8.7 (14 runs against 7), 128 x 256 x 7168 6.8
-// against 8.2, 512 x 128 x 2880 6.3 against 7.9, 512 x 128 x 4096 6.5 against 8.3, 64 x 1536 x
-// 2048 6.5 against 7.8; where the units would need a second wave they lose (128 x 576 x 7168:
-// 11.8 at 14 runs, 8.9 at 7), which the one-wave bound already excludes.
-constexpr int64_t kWgmmaMinSplitGroups = 1;
+// no split when tiles * 2 > SMs. 64-wide tiles split down to runs of one group, which measured
+// faster than runs of two wherever their units fit one wave (H200, PDL, forced .k on one build):
+// 64 x 576 x 7168 7.2 us against 8.7 (14 runs against 7), 128 x 256 x 7168 6.8 against 8.2, 512
+// x 128 x 2880 6.3 against 7.9, 512 x 128 x 4096 6.5 against 8.3, 64 x 1536 x 2048 6.5 against
+// 7.8; where the units would need a second wave they lose (128 x 576 x 7168: 11.8 at 14 runs,
+// 8.9 at 7), which the one-wave bound excludes. Wider tiles keep runs of two groups or more: a
+// run of one group is their ring's depth of k blocks, and with runs of one the widths chosen by
+// wgmma_sliced_block_n ran slower (256 x 384 x 7168 on 96-wide tiles in 14 runs 12.5 us against
+// 9.0 on 64-wide ones in 7, 128 x 576 x 7168 on 128-wide tiles in 14 runs 9.7 against 8.8,
+// 256 x 1536 x 2048 11.0 against 10.3).
+inline int64_t wgmma_min_split_groups(int block_n) {
+  return block_n == 64 ? 1 : 2;
+}
 constexpr int64_t kWgmmaSplitWorkspaceBytes = int64_t{32} << 20;
 constexpr int kWgmmaFoldThreads = 256;  // the fold kernel's block: one thread per consumer thread
 
@@ -124,8 +131,8 @@ inline bool wgmma_split_exact(int64_t groups, int64_t splits) {
 }
 inline int wgmma_auto_splits(int64_t tiles, int64_t groups, int multiprocessors, int block_n,
                              int64_t budget) {
-  for (int64_t want = std::min(multiprocessors / tiles, groups / kWgmmaMinSplitGroups); want >= 2;
-       --want) {
+  for (int64_t want = std::min(multiprocessors / tiles, groups / wgmma_min_split_groups(block_n));
+       want >= 2; --want) {
     const int64_t split_groups = ceil_div(groups, want);
     if (wgmma_split_workspace_bytes(tiles, block_n, groups, split_groups, budget) >= 0) {
       return static_cast<int>(ceil_div(groups, split_groups));
