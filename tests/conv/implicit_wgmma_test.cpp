@@ -94,15 +94,17 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   EXPECT_EQ(t.base_tiles,
             g.groups * g.batch * t.tiles_of[0] * t.tiles_of[1] * t.tiles_of[2] * t.o_tiles);
   EXPECT_EQ(t.k_blocks, t.taps * t.c_blocks);
-  EXPECT_GE(int64_t{t.c_blocks} * kWgmmaConvBlockK, t.cpg);
+  EXPECT_TRUE(t.block_c == kWgmmaConvBlockK || t.block_c == kWgmmaConvHalfBlockK) << t.block_c;
+  EXPECT_GE(int64_t{t.c_blocks} * t.block_c, t.cpg);
+  EXPECT_LT(int64_t{t.c_blocks - 1} * t.block_c, t.cpg);
   // The issued k16 steps cover c / groups and stop within 16 channels of it.
   EXPECT_GE(t.last_block_steps, 1);
-  EXPECT_LE(t.last_block_steps, 4);
+  EXPECT_LE(t.last_block_steps, t.block_c / 16);
   EXPECT_GE(implicit_wgmma_issued_channels(t), t.cpg);
-  EXPECT_LT(implicit_wgmma_issued_channels(t), t.cpg + kWgmmaConvBlockK / 4);
+  EXPECT_LT(implicit_wgmma_issued_channels(t), t.cpg + 16);
   EXPECT_EQ(implicit_wgmma_block_steps(t, t.c_blocks - 1), t.last_block_steps);
   if (t.c_blocks > 1) {
-    EXPECT_EQ(implicit_wgmma_block_steps(t, 0), 4);
+    EXPECT_EQ(implicit_wgmma_block_steps(t, 0), t.block_c / 16);
   }
   EXPECT_GE(t.grid, 1);
   // (A transposed convolution's grid covers the tiles of all its phases.)
@@ -254,8 +256,11 @@ TEST(ConvImplicitWgmma, TensorMapsMeetTmaRules) {
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
   const ConvGeometry g = normalize(p);
   const ImplicitWgmmaPlan t = implicit_wgmma_plan(p, kH200, kDefaultWorkspaceBytes);
-  for (const WgmmaConvMap& m : {implicit_wgmma_x_map(g, t), implicit_wgmma_w_map(g, t.block_o)}) {
-    EXPECT_EQ(m.box[0] * 2, 128);  // one swizzled row
+  // 72 channels: blocks of 32 (two full, one of 8) carry 96 channels a tap, not 128.
+  EXPECT_EQ(t.block_c, kWgmmaConvHalfBlockK);
+  for (const WgmmaConvMap& m :
+       {implicit_wgmma_x_map(g, t), implicit_wgmma_w_map(g, t.block_o, t.block_c)}) {
+    EXPECT_EQ(m.box[0], t.block_c);  // one swizzled row of 64 bytes
     int64_t rows = 1;
     for (int d = 0; d < 5; ++d) {
       EXPECT_GE(m.dims[d], 1);
@@ -289,6 +294,7 @@ struct EmuCase {
   int block_n = 0;  // 0: as the plan chooses
   int64_t workspace_budget = kDefaultWorkspaceBytes;
   WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic;  // with block_n: o64 or 128 channels
+  int block_c = 0;  // channels per k block: 0 as the plan chooses, else 64 or 32
 };
 
 // A TMA box load on the host: box `m` of the 16-bit tensor at `base` from coordinates `c`
@@ -337,13 +343,21 @@ void emulate(const EmuCase& ec, int* tma_stores) {
   ASSERT_EQ(why_not_implicit_wgmma(p, kH200), "");
   const int forced_block_o =
       ec.o_tile == WgmmaOTileChoice::o64 ? kWgmmaConvNarrowBlockO : kWgmmaConvBlockO;
+  const WgmmaBlockCChoice block_c = ec.block_c == kWgmmaConvBlockK ? WgmmaBlockCChoice::c64
+                                    : ec.block_c == kWgmmaConvHalfBlockK
+                                        ? WgmmaBlockCChoice::c32
+                                        : WgmmaBlockCChoice::automatic;
   const ImplicitWgmmaPlan base =
-      ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n, {0, 0, 0}, 1, 0, forced_block_o)
+      ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n, {0, 0, 0}, 1, 0, forced_block_o,
+                                           ec.block_c)
                  : implicit_wgmma_plan(p, kH200, ec.workspace_budget,
-                                       WgmmaScheduleChoice::automatic, ec.o_tile);
+                                       WgmmaScheduleChoice::automatic, ec.o_tile, block_c);
   expect_plan_valid(p, base, ec.name);
+  if (ec.block_c != 0) {
+    EXPECT_EQ(base.block_c, ec.block_c);
+  }
   const ConvGeometry g = normalize(p);
-  const WgmmaConvMap w_map = implicit_wgmma_w_map(g, base.block_o);
+  const WgmmaConvMap w_map = implicit_wgmma_w_map(g, base.block_o, base.block_c);
   const auto* x_base = static_cast<const unsigned char*>(p.x.data);
   const auto* w_base = static_cast<const unsigned char*>(p.weight.data);
 
@@ -384,15 +398,16 @@ void emulate(const EmuCase& ec, int* tma_stores) {
         implicit_wgmma_k_next(t, cursor);
         const int steps = step_cursor.steps(t);
         step_cursor.next(t);
-        const int issued = steps * (kWgmmaConvBlockK / 4);
+        const int issued = steps * 16;
+        const int row = t.block_c;  // a box row: the k block's channels
         const std::vector<double> wb = load_box(w_map, w_base, s.dtype, c.w);
         const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
-        ASSERT_EQ(wb.size(), static_cast<std::size_t>(t.block_o * kWgmmaConvBlockK));
-        ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * kWgmmaConvBlockK));
+        ASSERT_EQ(wb.size(), static_cast<std::size_t>(t.block_o * row));
+        ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * row));
         // The skipped steps' weights are TMA's zero fill past c / groups.
         for (int o = 0; o < t.block_o; ++o) {
-          for (int e = issued; e < kWgmmaConvBlockK; ++e) {
-            ASSERT_EQ(wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)], 0.0)
+          for (int e = issued; e < row; ++e) {
+            ASSERT_EQ(wb[static_cast<std::size_t>(o * row + e)], 0.0)
                 << "k block " << kb << ", weight row " << o << ", channel " << e;
           }
         }
@@ -400,8 +415,8 @@ void emulate(const EmuCase& ec, int* tma_stores) {
           for (int col = 0; col < t.block_n; ++col) {
             double sum = 0;
             for (int e = 0; e < issued; ++e) {
-              sum += wb[static_cast<std::size_t>(o * kWgmmaConvBlockK + e)] *
-                     xb[static_cast<std::size_t>(col * kWgmmaConvBlockK + e)];
+              sum += wb[static_cast<std::size_t>(o * row + e)] *
+                     xb[static_cast<std::size_t>(col * row + e)];
             }
             acc[static_cast<std::size_t>(o * t.block_n + col)] += sum;
           }
@@ -638,6 +653,40 @@ std::vector<EmuCase> emulation_cases() {
         c.spec.out_dtype = DType::f32;
         c.o_tile = WgmmaOTileChoice::o64;
       });
+  add("c 32 in 32-channel blocks (auto), bias, 16-bit out by TMA", {1, 9, 11, 32}, {136, 3, 3, 32},
+      [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.bias = true;
+      });
+  add("c 96 in three 32-channel blocks (auto), 3d", {1, 3, 6, 7, 96}, {40, 3, 3, 3, 96},
+      [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+      });
+  add("c 72 in 64-channel blocks (forced): a block of 64 and one of 8", {2, 9, 10, 72},
+      {24, 3, 3, 72}, [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.block_c = 64;
+      });
+  add("c 16 in 64-channel blocks (forced), narrow-o, 256 positions", {1, 17, 19, 16},
+      {48, 3, 3, 16}, [](EmuCase& c) {
+        c.block_n = 256;
+        c.o_tile = WgmmaOTileChoice::o64;
+        c.block_c = 64;
+      });
+  add("c 128 in 32-channel blocks (forced), k split in segments, f32 out", {1, 8, 8, 128},
+      {64, 3, 3, 128}, [](EmuCase& c) {
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.spec.out_dtype = DType::f32;
+        c.block_c = 32;
+      });
+  add("transposed k4 s2, c 32 (32-channel blocks over 4 stride phases)", {1, 5, 6, 32},
+      {24, 4, 4, 32}, [](EmuCase& c) {
+        c.spec.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
+      });
   add("input dilation without flip, kernel dilation 3, asymmetric padding", {1, 7, 6, 8},
       {9, 3, 2, 8}, [](EmuCase& c) {
         c.spec.params.input_dilation = {2, 2};
@@ -693,6 +742,47 @@ TEST(ConvImplicitWgmma, ReductionSegmentsFollowOneImage) {
   EXPECT_EQ(implicit_wgmma_segments_for(10, 20, 132), 2);   // by K
   EXPECT_EQ(implicit_wgmma_segments_for(70, 100, 132), 1);  // over half the machine
   EXPECT_EQ(implicit_wgmma_segments_for(40, 30, 132), 3);   // 30 blocks: segments of 10
+}
+
+TEST(ConvImplicitWgmma, ChannelBlocksOf32WhereTheLastBlockWouldBeHalfEmpty) {
+  // 32-channel blocks where a 64-channel block would carry 32 channels or fewer, below 128.
+  for (const int64_t cpg : {8, 16, 24, 32, 72, 96}) {
+    EXPECT_EQ(implicit_wgmma_auto_block_c(cpg), kWgmmaConvHalfBlockK) << cpg;
+  }
+  for (const int64_t cpg : {40, 48, 64, 112, 128, 160, 256, 512}) {
+    EXPECT_EQ(implicit_wgmma_auto_block_c(cpg), kWgmmaConvBlockK) << cpg;
+  }
+  // FLUX.2 VAE conv_in (c = 32 -> 512): one 32-channel block per tap, each box half the bytes.
+  const ImplicitWgmmaPlan conv_in =
+      implicit_wgmma_plan(make_problem(conv_spec({1, 256, 256, 32}, {512, 3, 3, 32}, 1)), kH200,
+                          kDefaultWorkspaceBytes);
+  EXPECT_EQ(conv_in.block_c, 32);
+  EXPECT_EQ(conv_in.c_blocks, 1);
+  EXPECT_EQ(conv_in.k_blocks, 9);
+  EXPECT_EQ(conv_in.last_block_steps, 2);
+  EXPECT_NE(to_string(conv_in).find("x32 box="), std::string::npos) << to_string(conv_in);
+  // wan-vae (c = o = 96, 3-D): three full blocks a tap; forced 64: two, the second half zeros.
+  const ConvProblem wan = make_problem(conv_spec({1, 5, 128, 128, 96}, {96, 3, 3, 3, 96}, 1));
+  const ImplicitWgmmaPlan half = implicit_wgmma_plan(wan, kH200, kDefaultWorkspaceBytes);
+  EXPECT_EQ(half.block_c, 32);
+  EXPECT_EQ(half.k_blocks, 27 * 3);
+  EXPECT_EQ(implicit_wgmma_issued_channels(half), 96);
+  const ImplicitWgmmaPlan full =
+      implicit_wgmma_plan(wan, kH200, kDefaultWorkspaceBytes, WgmmaScheduleChoice::automatic,
+                          WgmmaOTileChoice::automatic, WgmmaBlockCChoice::c64);
+  EXPECT_EQ(full.block_c, 64);
+  EXPECT_EQ(full.k_blocks, 27 * 2);
+  EXPECT_EQ(full.last_block_steps, 2);
+  EXPECT_EQ(implicit_wgmma_issued_channels(full), 96);
+  // The environment's names.
+  ConvRequestSettings settings;
+  EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::automatic);
+  settings.env_wgmma_block_c = "32";
+  EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::c32);
+  settings.env_wgmma_block_c = "64";
+  EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::c64);
+  settings.env_wgmma_block_c = "16";
+  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_BLOCK_C", "16", "auto, 64, 32");
 }
 
 TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {

@@ -115,12 +115,17 @@ CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,
   return map;
 }
 
-CUtensorMap tensor_map_16bit_sw128(const void* base, int rank, const int64_t* dims,
-                                   const int64_t* byte_strides, const int* box,
-                                   const int* element_strides) {
+CUtensorMap tensor_map_16bit_swizzled(const void* base, int rank, const int64_t* dims,
+                                      const int64_t* byte_strides, const int* box,
+                                      const int* element_strides) {
   CUtensorMap map{};
+  if (box[0] != 64 && box[0] != 32) {
+    throw Error("gemmkit: internal: a swizzled tensor map of " + std::to_string(box[0]) +
+                "-element rows (64 or 32 only)");
+  }
   encode_16bit(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, rank, base, dims, byte_strides, box,
-               CU_TENSOR_MAP_SWIZZLE_128B, element_strides);
+               box[0] == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+               element_strides);
   return map;
 }
 

@@ -21,11 +21,12 @@ const CUtensorMap& tensor_map_2d_16bit(const void* base, int64_t rows, int64_t c
 CUtensorMap tensor_map_16bit(const void* base, int rank, const int64_t* dims,
                              const int64_t* byte_strides, const int* box);
 
-// As tensor_map_16bit with the 128-byte swizzle (box[0] * 2 must be 128) and traversal strides
-// (element_strides[d] in 1 .. 8: the box reads every element_strides[d]-th element of dim d,
-// ceil(box[d] / element_strides[d]) of them). Not cached.
-CUtensorMap tensor_map_16bit_sw128(const void* base, int rank, const int64_t* dims,
-                                   const int64_t* byte_strides, const int* box,
-                                   const int* element_strides);
+// As tensor_map_16bit with the swizzle of the box's row width (box[0] * 2 bytes: 128 takes the
+// 128-byte swizzle, 64 the 64-byte one) and traversal strides (element_strides[d] in 1 .. 8: the
+// box reads every element_strides[d]-th element of dim d, ceil(box[d] / element_strides[d]) of
+// them). Not cached.
+CUtensorMap tensor_map_16bit_swizzled(const void* base, int rank, const int64_t* dims,
+                                      const int64_t* byte_strides, const int* box,
+                                      const int* element_strides);
 
 }  // namespace gemmkit::cuda

@@ -125,9 +125,9 @@ inline ConvConfig select_conv_config(const detail::ConvProblem& p, const DeviceD
                                    ? std::string("GEMMKIT_CONV_IMPLICIT is mma")
                                    : why_not_implicit_wgmma(p, dev);
   const ImplicitWgmmaPlan wgmma =
-      no_wgmma.empty()
-          ? implicit_wgmma_plan(p, dev, budget, request.wgmma_schedule, request.wgmma_o_tile)
-          : ImplicitWgmmaPlan{};
+      no_wgmma.empty() ? implicit_wgmma_plan(p, dev, budget, request.wgmma_schedule,
+                                             request.wgmma_o_tile, request.wgmma_block_c)
+                       : ImplicitWgmmaPlan{};
   const auto implicit_choice = [&](const std::string& reason) {
     if (no_wgmma.empty() && (request.implicit == ImplicitChoice::wgmma || !no_implicit.empty() ||
                              prefer_implicit_wgmma(wgmma, implicit))) {

@@ -1,7 +1,7 @@
 // GPU tests of the Hopper implicit-GEMM convolution kernel (implicit_gemm/wgmma.cuh), launched
 // directly through launch_conv_implicit_wgmma: a parameter matrix (1-3 spatial dims, strides up
 // to 4, asymmetric and negative padding, kernel dilation, flip, transposed convolutions as stride
-// phases, groups with c/groups 64 and 128,
+// phases, groups with c/groups 64 and 128, k blocks of 64 and of 32 channels,
 // bias, position, channel and reduction tails, strided x / out views, the reduction in k
 // segments) on every dtype pair,
 // against the double reference and the CPU backend, outputs poisoned before each run; the same
@@ -56,16 +56,16 @@ bool on_hopper() {
   GEMMKIT_REQUIRE_GPU();         \
   if (!on_hopper()) GTEST_SKIP() << "the wgmma kernel is built for sm_90a"
 
-// The plan auto makes (block_n 0), or the one-chain plan of block_n positions and block_o
-// channels per tile.
+// The plan auto makes (block_n 0), or the one-chain plan of block_n positions, block_o channels
+// per tile and block_c channels per k block (0: as auto chooses).
 ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0,
-                               int block_o = cuda::conv_impl::kWgmmaConvBlockO) {
+                               int block_o = cuda::conv_impl::kWgmmaConvBlockO, int block_c = 0) {
   const cuda::conv_impl::DeviceDescription dev = cuda::conv_impl::describe_device(0);
   EXPECT_EQ(cuda::conv_impl::why_not_implicit_wgmma(p, dev), "");
-  return block_n
-             ? cuda::conv_impl::implicit_wgmma_plan_for(p, dev, block_n, {0, 0, 0}, 1, 0, block_o)
-             : cuda::conv_impl::implicit_wgmma_plan(p, dev,
-                                                    cuda::conv_impl::kDefaultWorkspaceBytes);
+  return block_n ? cuda::conv_impl::implicit_wgmma_plan_for(p, dev, block_n, {0, 0, 0}, 1, 0,
+                                                            block_o, block_c)
+                 : cuda::conv_impl::implicit_wgmma_plan(p, dev,
+                                                        cuda::conv_impl::kDefaultWorkspaceBytes);
 }
 
 // Whether p can take 64-channel tiles (one stride phase).
@@ -220,6 +220,22 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
+    // 32-channel k blocks (64-byte rows) as auto takes them: c 32, and c 96 (three full blocks).
+    Case c = conv_spec("2d 3x3 pad 1 c32 o200 bias (32-channel k blocks)", {2, 17, 23, 32},
+                       {200, 3, 3, 32});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = conv_spec("3d 3x3x3 pad 1 c96 o96 (three 32-channel k blocks)", {1, 4, 9, 11, 96},
+                       {96, 3, 3, 3, 96});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    v.push_back(c);
+  }
+  {
     // Small images, long K: the reduction in 4 segments (parallel partials and the fold).
     Case c = conv_spec("k split 4 segments c256 o64 bias", {1, 8, 8, 256}, {64, 3, 3, 256});
     c.params.padding_lo = {1};
@@ -266,6 +282,11 @@ void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
         << what << ": chained segments differ from the parallel ones";
     return;
   }
+  // The other k block width (32 or 64 channels): the same k16 steps in the same order.
+  const int other_c = plan.block_c == 64 ? 32 : 64;
+  const ImplicitWgmmaPlan width = plan_or_fail(p, plan.block_n, plan.block_o, other_c);
+  EXPECT_TRUE(gemmkit_test::same_bits(first, run(width)))
+      << what << ": " << cuda::conv_impl::to_string(width) << " differs";
   const ImplicitWgmmaPlan other = plan_or_fail(p, plan.block_n == 256 ? 128 : 256);
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(other)))
       << what << ": " << other.block_n << "-position tiles differ";
@@ -307,15 +328,17 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
   GEMMKIT_REQUIRE_HOPPER();
   const std::vector<Case> cases = matrix();
   uint64_t seed = 9500;
-  for (const std::size_t i : {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{5},
-                              std::size_t{7}, std::size_t{13}, std::size_t{16}, cases.size() - 2}) {
+  for (const std::size_t i :
+       {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{5}, std::size_t{7},
+        std::size_t{13}, std::size_t{16}, cases.size() - 4, cases.size() - 3, cases.size() - 2}) {
     const Case& c = cases.at(i);
     PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
     const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
                                                prepared.device_bias, prepared.dout.view, c.params);
     // Both tile widths, or (the k-split case) the parallel and the chained segments.
     const ImplicitWgmmaPlan chosen = plan_or_fail(p);
-    std::vector<ImplicitWgmmaPlan> plans{plan_or_fail(p, 128), plan_or_fail(p, 256)};
+    std::vector<ImplicitWgmmaPlan> plans{plan_or_fail(p, 128), plan_or_fail(p, 256),
+                                         plan_or_fail(p, 128, 128, chosen.block_c == 64 ? 32 : 64)};
     if (narrow_o_applies(chosen)) {
       plans.push_back(plan_or_fail(p, 128, 64));
       plans.push_back(plan_or_fail(p, 256, 64));

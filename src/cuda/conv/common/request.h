@@ -62,6 +62,13 @@ enum class WgmmaScheduleChoice : int { automatic = 0, cooperative = 1, pingpong 
 // chain.
 enum class WgmmaOTileChoice : int { automatic = 0, o128 = 1, o64 = 2 };
 
+// GEMMKIT_CONV_WGMMA_BLOCK_C: channels per k block of the Hopper implicit GEMM. automatic: 32
+// where c / groups leaves a last block of 32 channels or fewer below 128 channels
+// (implicit_wgmma_auto_block_c, wgmma_plan.h), else 64; c64 / c32: 64 or 32 always. The MMAs
+// issue the same k16 steps in the same order either way; where K is split into reduction
+// segments, their bounds count k blocks, so a forced width may move them (other bits).
+enum class WgmmaBlockCChoice : int { automatic = 0, c64 = 1, c32 = 2 };
+
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
                                                  "gemm", "implicit", "reference"};
 inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
@@ -69,6 +76,7 @@ inline constexpr const char* kSmallOChoiceNames[] = {"auto", "tma", "taps", "mma
 inline constexpr const char* kImplicitChoiceNames[] = {"auto", "wgmma", "mma"};
 inline constexpr const char* kWgmmaScheduleChoiceNames[] = {"auto", "cooperative", "pingpong"};
 inline constexpr const char* kWgmmaOTileChoiceNames[] = {"auto", "128", "64"};
+inline constexpr const char* kWgmmaBlockCChoiceNames[] = {"auto", "64", "32"};
 
 inline const char* algo_name(ConvAlgo algo) {
   return enum_name(algo, kConvAlgoNames);
@@ -119,6 +127,7 @@ struct ConvRequest {
   ImplicitChoice implicit = ImplicitChoice::automatic;
   WgmmaScheduleChoice wgmma_schedule = WgmmaScheduleChoice::automatic;
   WgmmaOTileChoice wgmma_o_tile = WgmmaOTileChoice::automatic;
+  WgmmaBlockCChoice wgmma_block_c = WgmmaBlockCChoice::automatic;
   // Deterministic mode (options.deterministic 1, or -1 with GEMMKIT_DETERMINISTIC=1): every
   // choice a pure function of the problem, the request and the device description. The static
   // selection runs (no race), cuDNN takes its heuristic's engine (not timed), and a path that
@@ -147,6 +156,7 @@ struct ConvRequestSettings {
   std::string env_implicit;        // GEMMKIT_CONV_IMPLICIT: auto | wgmma | mma
   std::string env_wgmma_schedule;  // GEMMKIT_CONV_WGMMA_SCHEDULE: auto | cooperative | pingpong
   std::string env_wgmma_o_tile;    // GEMMKIT_CONV_WGMMA_O_TILE: auto | 128 | 64
+  std::string env_wgmma_block_c;   // GEMMKIT_CONV_WGMMA_BLOCK_C: auto | 64 | 32
   // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
   // before this; here they count as on).
   int option_deterministic = -1;
@@ -180,6 +190,8 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
                        kWgmmaScheduleChoiceNames, r.wgmma_schedule);
   parse_choice_setting("GEMMKIT_CONV_WGMMA_O_TILE", s.env_wgmma_o_tile, kWgmmaOTileChoiceNames,
                        r.wgmma_o_tile);
+  parse_choice_setting("GEMMKIT_CONV_WGMMA_BLOCK_C", s.env_wgmma_block_c, kWgmmaBlockCChoiceNames,
+                       r.wgmma_block_c);
   if (s.option_workspace >= 0) {
     r.workspace_bytes = s.option_workspace;
   } else if (!s.env_workspace_mb.empty()) {
@@ -217,6 +229,7 @@ inline ConvRequestSettings request_settings(const std::string& option_algo,
   s.env_implicit = detail::env_setting("GEMMKIT_CONV_IMPLICIT");
   s.env_wgmma_schedule = detail::env_setting("GEMMKIT_CONV_WGMMA_SCHEDULE");
   s.env_wgmma_o_tile = detail::env_setting("GEMMKIT_CONV_WGMMA_O_TILE");
+  s.env_wgmma_block_c = detail::env_setting("GEMMKIT_CONV_WGMMA_BLOCK_C");
   return s;
 }
 

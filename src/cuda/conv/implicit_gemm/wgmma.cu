@@ -26,7 +26,7 @@ namespace gemmkit::cuda::conv_impl {
 namespace {
 
 CUtensorMap encode(const void* base, const WgmmaConvMap& m) {
-  return tensor_map_16bit_sw128(base, 5, m.dims, m.byte_strides, m.box, m.element_strides);
+  return tensor_map_16bit_swizzled(base, 5, m.dims, m.byte_strides, m.box, m.element_strides);
 }
 
 template <typename T, typename TOut, int kBN, bool kTmaStore, bool kSegmented, bool kNarrowO>
@@ -185,7 +185,8 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
                 (plan.pingpong ? ", ping-pong" : ""));
   }
   const ConvGeometry g = normalize(p);
-  const CUtensorMap w_map = encode(p.weight.data, implicit_wgmma_w_map(g, plan.block_o));
+  const CUtensorMap w_map =
+      encode(p.weight.data, implicit_wgmma_w_map(g, plan.block_o, plan.block_c));
   // A transposed convolution: its stride phases (each a dense convolution of x whose outputs are
   // every s-th position of out), phase 0's plan given, the others planned alike, in launch groups
   // of up to kWgmmaConvMaxMergedPhases phases sharing one persistent grid.

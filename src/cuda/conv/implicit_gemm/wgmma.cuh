@@ -77,10 +77,12 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   [[maybe_unused]] const int warp = t / 32, lane = t % 32;
   const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(plan, consumer);
   // This warpgroup's operands in a stage: its 64 weight rows and its positions' activation rows
-  // (128 bytes each), part's in terms the compiler folds (from part.half and part.first_column
-  // at run time, the kBN 256 element-store kernel spilled 436 bytes).
-  const int weight_offset = kNarrowO ? 0 : consumer * 64 * 128;
-  const int activation_offset = kNarrowO ? consumer * kN * 128 : 0;
+  // (implicit_wgmma_row_bytes each), part's in terms the compiler folds (from part.half and
+  // part.first_column at run time, the kBN 256 element-store kernel spilled 436 bytes).
+  const int row_bytes = implicit_wgmma_row_bytes(plan);
+  const uint64_t layout = wgmma_conv_detail::k_block_layout(plan);
+  const int weight_offset = kNarrowO ? 0 : consumer * 64 * row_bytes;
+  const int activation_offset = kNarrowO ? consumer * kN * row_bytes : 0;
   WgmmaConvRing<kStages> at;
   uint32_t store_turn = 0;
   float acc[kRegs];
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       ptx::mbarrier_wait(&full[at.stage], at.phase);
       wgmma::mma_k_block<T, kN>(acc, smem.weight_box(at.stage) + weight_offset,
                                 smem.activation_box(at.stage) + activation_offset,
-                                steps.steps(plan), in_segment == 0);
+                                steps.steps(plan), in_segment == 0, layout);
       steps.next(plan);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();

@@ -6,16 +6,16 @@
 //
 // GEMM view, per group g: M = the group's output channels (weight rows: the MMA's M side, block_o
 // per tile), N = output positions (a tile is a box of tile_w x tile_h x tile_d positions of one
-// image, kBN in all), K = taps x channel blocks of 64
-// (tap-major: for each window tap, the group's channels in blocks of 64, zero-filled past
+// image, kBN in all), K = taps x channel blocks of block_c = 64 or 32
+// (tap-major: for each window tap, the group's channels in blocks of block_c, zero-filled past
 // c / groups). Both operands reach shared memory as TMA boxes of the tensors themselves, 5-D maps
 // innermost first:
-//   x:      (c, w, h, d, n), box (64, tile_w * stride_w, tile_h * stride_h, tile_d * stride_d, 1)
-//           with traversal strides (1, stride_w, stride_h, stride_d, 1), so that the box holds
-//           exactly the inputs one tap reads for the tile's positions, one 128-byte row (64
-//           channels) per position; padding and cropping are out-of-bounds (or in-bounds) box
-//           coordinates, read as zeros by TMA;
-//   weight: (c / groups, kw, kh, kd, o), box (64, 1, 1, 1, block_o).
+//   x:      (c, w, h, d, n), box (block_c, tile_w * stride_w, tile_h * stride_h,
+//           tile_d * stride_d, 1) with traversal strides (1, stride_w, stride_h, stride_d, 1), so
+//           that the box holds exactly the inputs one tap reads for the tile's positions, one
+//           swizzled row (128 or 64 bytes) per position; padding and cropping are out-of-bounds (or
+//           in-bounds) box coordinates, read as zeros by TMA;
+//   weight: (c / groups, kw, kh, kd, o), box (block_c, 1, 1, 1, block_o).
 // A tile's two consumer warpgroups split it by channels (block_o 128: 64 channels each, over all
 // kBN positions) or, in the narrow-o form (block_o 64: for o / groups <= 64, where half of a
 // 128-channel tile's MMAs would multiply zero rows, and where the plan's cost model prefers more,
@@ -41,6 +41,7 @@ namespace gemmkit::cuda::conv_impl {
 constexpr int kWgmmaConvBlockO = 128;  // output channels per tile: two consumer warpgroups of 64
 constexpr int kWgmmaConvNarrowBlockO = 64;  // the narrow-o form's: both warpgroups on 64 channels
 constexpr int kWgmmaConvBlockK = 64;        // channels per k block: one 128-byte swizzled row
+constexpr int kWgmmaConvHalfBlockK = 32;    // or 32 in one 64-byte swizzled row (plan.block_c)
 constexpr int kWgmmaConvThreads = 384;      // one producer and two consumer warpgroups
 // TMA limits the plan respects: box extents, traversal strides.
 constexpr int kWgmmaConvMaxBox = 256;
@@ -99,10 +100,16 @@ struct ImplicitWgmmaPlan {
   int64_t batch = 1, groups = 1;
   int32_t cpg = 0, opg = 0;
   int32_t taps = 1;
-  int32_t c_blocks = 0;  // ceil(cpg / 64)
+  // Channels per k block: 64 (128-byte rows, the 128-byte swizzle) or 32 (64-byte rows, the
+  // 64-byte swizzle), where c / groups leaves a last block of 32 channels or fewer
+  // (implicit_wgmma_auto_block_c): the boxes then carry half the zeros, or none. Either way the
+  // MMAs issue the same k16 steps in the same order (the same bits), and a stage keeps room for
+  // 64-channel boxes.
+  int32_t block_c = kWgmmaConvBlockK;
+  int32_t c_blocks = 0;  // ceil(cpg / block_c)
   int32_t k_blocks = 0;  // taps * c_blocks
-  // The k16 steps of the last channel block that hold channels (ceil of its channels / 16, 1 .. 4):
-  // the MMAs skip the rest, whose products are zero (implicit_wgmma_block_steps).
+  // The k16 steps of the last channel block that hold channels (ceil of its channels / 16, 1 ..
+  // block_c / 16): the MMAs skip the rest, whose products are zero (implicit_wgmma_block_steps).
   int32_t last_block_steps = 4;
   // The reduction in k_segments segments of segment_blocks k blocks (the last one shorter), each
   // a chain from zero, summed in segment order: fixed by one image's shape (never by the batch),
@@ -251,16 +258,22 @@ GEMMKIT_CONV_HD WgmmaConvItem implicit_wgmma_item(const ImplicitWgmmaPlan& p, in
   return r;
 }
 
-// The k16 steps the MMAs of channel block c_block (0 .. c_blocks - 1) issue: 4, or in the last
-// block only those holding channels (last_block_steps). Steps past c / groups would multiply the
-// zeros TMA fills in and leave the accumulators as they are, so every kernel skips them alike.
+// The k16 steps the MMAs of channel block c_block (0 .. c_blocks - 1) issue: block_c / 16, or in
+// the last block only those holding channels (last_block_steps). Steps past c / groups would
+// multiply the zeros TMA fills in and leave the accumulators as they are, so every kernel skips
+// them alike.
 GEMMKIT_CONV_HD int implicit_wgmma_block_steps(const ImplicitWgmmaPlan& p, int32_t c_block) {
-  return c_block == p.c_blocks - 1 ? p.last_block_steps : 4;
+  return c_block == p.c_blocks - 1 ? p.last_block_steps : p.block_c / 16;
 }
 
 // The channels per tap whose k16 steps the MMAs issue (c / groups rounded up to 16).
 GEMMKIT_CONV_HD int32_t implicit_wgmma_issued_channels(const ImplicitWgmmaPlan& p) {
-  return (p.c_blocks - 1) * kWgmmaConvBlockK + p.last_block_steps * (kWgmmaConvBlockK / 4);
+  return (p.c_blocks - 1) * p.block_c + p.last_block_steps * 16;
+}
+
+// Bytes of one box row (a position's or a weight row's channels of a k block) in shared memory.
+GEMMKIT_CONV_HD int implicit_wgmma_row_bytes(const ImplicitWgmmaPlan& p) {
+  return 2 * p.block_c;
 }
 
 // The consumers' walk over a work item's channel blocks (k block kb's is kb % c_blocks): one
@@ -318,7 +331,7 @@ GEMMKIT_CONV_HD WgmmaConvKCursor implicit_wgmma_k_cursor(const ImplicitWgmmaPlan
     rest /= p.kernel[d];
   }
   WgmmaConvCoords& c = k.coords;
-  const int32_t channel = k.c_block * kWgmmaConvBlockK;
+  const int32_t channel = k.c_block * p.block_c;
   c.x[0] = static_cast<int32_t>(t.group) * p.cpg + channel;
   c.w[0] = channel;
   for (int d = 0; d < kDims; ++d) {
@@ -339,11 +352,11 @@ GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p
 // Steps the cursor to the next k block (past the last one it wraps to the first).
 GEMMKIT_CONV_HD void implicit_wgmma_k_next(const ImplicitWgmmaPlan& p, WgmmaConvKCursor& k) {
   if (++k.c_block < p.c_blocks) {
-    k.coords.x[0] += kWgmmaConvBlockK;
-    k.coords.w[0] += kWgmmaConvBlockK;
+    k.coords.x[0] += p.block_c;
+    k.coords.w[0] += p.block_c;
     return;
   }
-  k.coords.x[0] -= (p.c_blocks - 1) * kWgmmaConvBlockK;
+  k.coords.x[0] -= (p.c_blocks - 1) * p.block_c;
   k.coords.w[0] = 0;
   k.c_block = 0;
   for (int d = kDims - 1; d >= 0; --d) {
@@ -465,7 +478,7 @@ inline WgmmaConvMap implicit_wgmma_x_map(const ConvGeometry& g, const ImplicitWg
   const int64_t strides[5] = {1, g.x_stride[3], g.x_stride[2], g.x_stride[1], g.x_stride[0]};
   for (int d = 0; d < 5; ++d) m.dims[d] = dims[d];
   wgmma_conv_byte_strides(dims, strides, m.byte_strides);
-  m.box[0] = kWgmmaConvBlockK;
+  m.box[0] = p.block_c;
   for (int d = 0; d < kDims; ++d) {
     m.box[3 - d] = p.tile[d] * p.stride[d];
     m.element_strides[3 - d] = p.stride[d];
@@ -475,14 +488,14 @@ inline WgmmaConvMap implicit_wgmma_x_map(const ConvGeometry& g, const ImplicitWg
 }
 
 // The weight map of g (weight: (o, kd, kh, kw, c / groups) strides in g.w_stride) for tiles of
-// block_o output channels.
-inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g, int block_o) {
+// block_o output channels and k blocks of block_c channels.
+inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g, int block_o, int block_c) {
   WgmmaConvMap m;
   const int64_t dims[5] = {g.cpg, g.kernel[2], g.kernel[1], g.kernel[0], g.o};
   const int64_t strides[5] = {1, g.w_stride[3], g.w_stride[2], g.w_stride[1], g.w_stride[0]};
   for (int d = 0; d < 5; ++d) m.dims[d] = dims[d];
   wgmma_conv_byte_strides(dims, strides, m.byte_strides);
-  m.box[0] = kWgmmaConvBlockK;
+  m.box[0] = block_c;
   m.box[1] = m.box[2] = m.box[3] = 1;
   m.box[4] = block_o;
   return m;

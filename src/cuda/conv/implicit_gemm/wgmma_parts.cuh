@@ -38,6 +38,12 @@ struct WgmmaConvPhases {
 
 namespace gemmkit::cuda::conv_impl::wgmma_conv_detail {
 
+// The matrix descriptors' layout bits of plan p's boxes: rows of 64 channels with the 128-byte
+// swizzle, or of 32 with the 64-byte one (ImplicitWgmmaPlan::block_c).
+__device__ __forceinline__ uint64_t k_block_layout(const ImplicitWgmmaPlan& plan) {
+  return plan.block_c == kWgmmaConvBlockK ? wgmma::kLayoutSw128 : wgmma::kLayoutSw64;
+}
+
 // The shared memory of a CTA: kStages stages of (weight box 128 x 64, of which the narrow-o form
 // fills 64 rows, activation box kBN x 64),
 // then (kTmaStore) the store staging, two chunk buffers per consumer warpgroup, then the
@@ -74,9 +80,10 @@ struct SharedLayout {
   }
   __device__ __forceinline__ uint64_t* empty() const { return full() + kStages; }
   __device__ __forceinline__ uint64_t* order() const { return full() + 2 * kStages; }
-  // The bytes one k block lands in a stage for tiles of `block_o` output channels.
-  static __device__ __forceinline__ uint32_t k_block_bytes(int32_t block_o) {
-    return static_cast<uint32_t>(kActivationBytes + block_o * kWgmmaConvBlockK * 2);
+  // The bytes one k block of `block_c` channels lands in a stage for tiles of `block_o` output
+  // channels (the boxes fill their slots' first rows of 2 * block_c bytes).
+  static __device__ __forceinline__ uint32_t k_block_bytes(int32_t block_o, int32_t block_c) {
+    return static_cast<uint32_t>((kBN + block_o) * block_c * 2);
   }
 };
 
@@ -121,7 +128,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* x_map, const CUtensor
                                         const ImplicitWgmmaPlan& plan,
                                         const SharedLayout<kBN, kStages, kTmaStore>& smem) {
   using Layout = SharedLayout<kBN, kStages, kTmaStore>;
-  const uint32_t bytes = Layout::k_block_bytes(plan.block_o);
+  const uint32_t bytes = Layout::k_block_bytes(plan.block_o, plan.block_c);
   WgmmaConvRing<kStages> at;
   for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
     const WgmmaConvItem it = implicit_wgmma_item(plan, item);
@@ -171,7 +178,8 @@ __device__ __forceinline__ void run_phase_producer(
     const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
     const WgmmaConvTile t = implicit_wgmma_tile(plan, it.tile);
     WgmmaConvKCursor k = implicit_wgmma_k_cursor(plan, t, it.kb_begin);
-    const uint32_t bytes = SharedLayout<kBN, kStages, kTmaStore>::k_block_bytes(plan.block_o);
+    const uint32_t bytes =
+        SharedLayout<kBN, kStages, kTmaStore>::k_block_bytes(plan.block_o, plan.block_c);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       load_k_block(x_map, w_map, k.coords, bytes, smem, at);
       implicit_wgmma_k_next(plan, k);

@@ -54,9 +54,10 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     WgmmaConvStepCursor steps = implicit_wgmma_step_cursor(plan, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
-      wgmma::mma_k_block<T, kBN>(acc, smem.weight_box(at.stage) + consumer * 64 * 128,
-                                 smem.activation_box(at.stage), steps.steps(plan),
-                                 kb == it.kb_begin);
+      wgmma::mma_k_block<T, kBN>(
+          acc, smem.weight_box(at.stage) + consumer * 64 * implicit_wgmma_row_bytes(plan),
+          smem.activation_box(at.stage), steps.steps(plan), kb == it.kb_begin,
+          wgmma_conv_detail::k_block_layout(plan));
       steps.next(plan);
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();

@@ -62,6 +62,8 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   const int other = 1 - consumer;
   const int t = static_cast<int>(threadIdx.x % 128);
   const int32_t k_blocks = plan.k_blocks;
+  const int row_bytes = implicit_wgmma_row_bytes(plan);
+  const uint64_t layout = wgmma_conv_detail::k_block_layout(plan);
   WgmmaConvRing<kStages> at;
   if (consumer == 1) at.skip(k_blocks);  // past the k blocks of the CTA's first tile
   uint32_t store_turn = 0;
@@ -82,16 +84,18 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     for (int32_t kb = 0; kb < k_blocks; ++kb) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
       const uint8_t* const weight = smem.weight_box(at.stage);
+      const uint8_t* const weight_half = weight + 64 * row_bytes;
       const uint8_t* const activations = smem.activation_box(at.stage);
       wgmma::fence();
       wgmma::with_k_steps(steps.steps(plan), [&](auto count) {
 #pragma unroll
         for (int j = 0; j < decltype(count)::value; ++j) {
-          const uint64_t b = wgmma::smem_descriptor_sw128(activations, 32 * j);
+          // Step j's operands start 32 j bytes on (either swizzle).
+          const uint64_t b = wgmma::smem_descriptor(activations + 32 * j, layout);
           const bool accumulate = !(kb == 0 && j == 0);
-          wgmma::Mma<T, kBN>::run(acc0, wgmma::smem_descriptor_sw128(weight, 32 * j), b,
+          wgmma::Mma<T, kBN>::run(acc0, wgmma::smem_descriptor(weight + 32 * j, layout), b,
                                   accumulate);
-          wgmma::Mma<T, kBN>::run(acc1, wgmma::smem_descriptor_sw128(weight + 64 * 128, 32 * j), b,
+          wgmma::Mma<T, kBN>::run(acc1, wgmma::smem_descriptor(weight_half + 32 * j, layout), b,
                                   accumulate);
         }
       });

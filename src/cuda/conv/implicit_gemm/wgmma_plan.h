@@ -98,7 +98,7 @@ inline std::string why_not_implicit_wgmma(const detail::ConvProblem& p,
     return "a weight stride is not a positive multiple of 8 elements below 2^39 (TMA)";
   }
   const int64_t k_blocks =
-      p.kernel_positions() * ceil_div(p.in_channels_per_group, kWgmmaConvBlockK);
+      p.kernel_positions() * ceil_div(p.in_channels_per_group, kWgmmaConvHalfBlockK);
   if (k_blocks >= (int64_t{1} << 31)) return "the reduction's k blocks reach 2^31";
   const int64_t most_smem = implicit_wgmma_smem_bytes(256, implicit_wgmma_stages(256), true);
   if (dev.shared_per_block_optin < most_smem) {
@@ -190,16 +190,29 @@ inline int implicit_wgmma_segments_for(int64_t image_tiles, int64_t k_blocks, in
   return static_cast<int>(ceil_div(k_blocks, per));
 }
 
+// Channels per k block for c / groups = cpg: 32 (64-byte rows) where the last of 64-channel blocks
+// would hold 32 channels or fewer and c / groups is below 128 (c = 16 or 32: half the bytes of
+// each box; 96: three full blocks for two, one of them half zeros), else 64. The MMA work is the
+// same (the k16 steps past c / groups are skipped either way); the boxes' bytes, which the SMs
+// take in from L2, are not.
+inline int implicit_wgmma_auto_block_c(int64_t cpg) {
+  const int64_t last = cpg % kWgmmaConvBlockK;
+  return last != 0 && last <= kWgmmaConvHalfBlockK && cpg < 2 * kWgmmaConvBlockK
+             ? kWgmmaConvHalfBlockK
+             : kWgmmaConvBlockK;
+}
+
 // The plan of stride phase `phase` (all zeros without input dilation) of a problem
 // why_not_implicit_wgmma accepts, for `block_n` positions per tile (256 or 128), its reduction in
 // `k_segments` segments (block_n 128 and block_o 128 when more than 1), the parallel split where a
 // chained one would fill under one wave and the partials fit `workspace_budget` bytes, and
-// `block_o` output channels per tile (kWgmmaConvNarrowBlockO: the narrow-o form, one phase only).
+// `block_o` output channels per tile (kWgmmaConvNarrowBlockO: the narrow-o form, one phase only)
+// and `block_c` channels per k block (0: implicit_wgmma_auto_block_c).
 inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
                                                  const DeviceDescription& dev, int block_n,
                                                  const int32_t (&phase)[kDims] = {0, 0, 0},
                                                  int k_segments = 1, int64_t workspace_budget = 0,
-                                                 int block_o = kWgmmaConvBlockO) {
+                                                 int block_o = kWgmmaConvBlockO, int block_c = 0) {
   const ConvGeometry g = normalize(p);
   ImplicitWgmmaPlan t;
   int64_t out[kDims], stride[kDims], taps = 1;
@@ -229,10 +242,11 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan_for(const detail::ConvProblem& p,
   t.cpg = static_cast<int32_t>(g.cpg);
   t.opg = static_cast<int32_t>(g.opg);
   t.taps = static_cast<int32_t>(taps);
-  t.c_blocks = static_cast<int32_t>(ceil_div(g.cpg, kWgmmaConvBlockK));
+  t.block_c = block_c != 0 ? block_c : implicit_wgmma_auto_block_c(g.cpg);
+  t.c_blocks = static_cast<int32_t>(ceil_div(g.cpg, t.block_c));
   t.k_blocks = t.taps * t.c_blocks;
-  t.last_block_steps = static_cast<int32_t>(
-      ceil_div(g.cpg - int64_t{t.c_blocks - 1} * kWgmmaConvBlockK, kWgmmaConvBlockK / 4));
+  t.last_block_steps =
+      static_cast<int32_t>(ceil_div(g.cpg - int64_t{t.c_blocks - 1} * t.block_c, 16));
 
   t.block_n = block_n;
   t.block_o = block_o;
@@ -315,7 +329,7 @@ inline ImplicitWgmmaPlan implicit_wgmma_phase_plan(const detail::ConvProblem& p,
   DeviceDescription dev;
   dev.multiprocessors = base.multiprocessors;
   ImplicitWgmmaPlan t = implicit_wgmma_plan_for(p, dev, base.block_n, phase, base.k_segments,
-                                                base.workspace_bytes, base.block_o);
+                                                base.workspace_bytes, base.block_o, base.block_c);
   t.grid = std::min(t.grid, base.grid);
   t.pingpong = base.pingpong && implicit_wgmma_can_pingpong(t);
   return t;
@@ -387,7 +401,7 @@ inline double implicit_wgmma_cost(const ImplicitWgmmaPlan& t, int64_t tiles) {
   const int32_t item_blocks = t.split_parallel ? t.segment_blocks : t.k_blocks;
   double work = double{1} * t.block_o * t.block_n * std::max(1, item_blocks);
   work *= static_cast<double>(implicit_wgmma_issued_channels(t)) /
-          static_cast<double>(t.c_blocks * kWgmmaConvBlockK);
+          static_cast<double>(t.c_blocks * t.block_c);
   if (t.block_n == 128) work *= 1.1;
   if (t.block_o == kWgmmaConvNarrowBlockO) work *= 1.2;
   if (t.split_parallel) work *= 1.3;
@@ -417,8 +431,13 @@ inline double implicit_wgmma_image_cost(ImplicitWgmmaPlan t) {
 inline ImplicitWgmmaPlan implicit_wgmma_plan(
     const detail::ConvProblem& p, const DeviceDescription& dev, int64_t workspace_budget,
     WgmmaScheduleChoice schedule = WgmmaScheduleChoice::automatic,
-    WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic) {
-  ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(p, dev, 128);
+    WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic,
+    WgmmaBlockCChoice block_c_choice = WgmmaBlockCChoice::automatic) {
+  const int block_c = block_c_choice == WgmmaBlockCChoice::c64   ? kWgmmaConvBlockK
+                      : block_c_choice == WgmmaBlockCChoice::c32 ? kWgmmaConvHalfBlockK
+                                                                 : 0;
+  ImplicitWgmmaPlan narrow =
+      implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, 1, 0, kWgmmaConvBlockO, block_c);
   const int segments = implicit_wgmma_segments(narrow);
   const bool may_narrow_o =
       o_tile != WgmmaOTileChoice::o128 && implicit_wgmma_phase_count(narrow) == 1;
@@ -446,14 +465,17 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
     return implicit_wgmma_cost(b, launched_tiles(b)) < cost_a ? b : a;
   };
   const ImplicitWgmmaPlan wide =
-      segments > 1 ? implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget)
-                   : better(implicit_wgmma_plan_for(p, dev, 256), narrow);
+      segments > 1
+          ? implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, segments, workspace_budget,
+                                    kWgmmaConvBlockO, block_c)
+          : better(implicit_wgmma_plan_for(p, dev, 256, {0, 0, 0}, 1, 0, kWgmmaConvBlockO, block_c),
+                   narrow);
   if (!may_narrow_o) return wide;
   // The narrow-o plans (one chain over K) at both tile widths, and the better of them.
   const ImplicitWgmmaPlan narrow_256 =
-      implicit_wgmma_plan_for(p, dev, 256, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO);
+      implicit_wgmma_plan_for(p, dev, 256, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO, block_c);
   const ImplicitWgmmaPlan narrow_128 =
-      implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO);
+      implicit_wgmma_plan_for(p, dev, 128, {0, 0, 0}, 1, 0, kWgmmaConvNarrowBlockO, block_c);
   const ImplicitWgmmaPlan chain = better(narrow_256, narrow_128);
   if (force_narrow_o) return chain;
   if (segments > 1) {
@@ -466,7 +488,7 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
 
 inline std::string to_string(const ImplicitWgmmaPlan& t) {
   return "implicit_wgmma tile=" + std::to_string(t.block_o) + "x" + std::to_string(t.block_n) +
-         "x" + std::to_string(kWgmmaConvBlockK) + " box=" + std::to_string(t.tile[0]) + "x" +
+         "x" + std::to_string(t.block_c) + " box=" + std::to_string(t.tile[0]) + "x" +
          std::to_string(t.tile[1]) + "x" + std::to_string(t.tile[2]) +
          " stages=" + std::to_string(t.stages) + " tiles=" + std::to_string(t.tiles) +
          " grid=" + std::to_string(t.grid) + " smem=" + std::to_string(t.smem_bytes) +
