@@ -617,8 +617,6 @@ bool run_cublaslt(const detail::LinearProblem& p, const LinearOptions& options, 
 // clusters the device co-schedules at that many CTAs per SM (LinearDevice::coresident_clusters).
 __global__ void cluster_occupancy_probe_kernel() {}
 
-using CoresidentClusters = std::array<std::array<int, 17>, 2>;
-
 // Asked once per device (the current device: the caller holds a DeviceGuard); zeros where the
 // device launches no clusters. A size the device cannot co-schedule at all (above 8 without the
 // non-portable opt-in) reads 0, as the launcher's own check finds it.

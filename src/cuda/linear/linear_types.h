@@ -12,6 +12,9 @@
 
 namespace gemmkit::cuda::linear_family {
 
+// Co-resident clusters by size at one and at two CTAs per SM (LinearDevice::coresident_clusters).
+using CoresidentClusters = std::array<std::array<int, 17>, 2>;
+
 struct LinearDevice {
   int sm_major = 9, sm_minor = 0;
   int multiprocessors = 132;
@@ -29,7 +32,7 @@ struct LinearDevice {
   // one CTA ([0]) or two ([1]), as cudaOccupancyMaxActiveClusters reports them: the GPCs'
   // sizes, not SMs / c, bound them (an H100 SXM: 15 clusters of 7 at one CTA per SM, not 18).
   // 0: not known, no bound applied (the default, as in host tests that do not set them).
-  std::array<std::array<int, 17>, 2> coresident_clusters{};
+  CoresidentClusters coresident_clusters{};
 };
 
 struct LinearShape {

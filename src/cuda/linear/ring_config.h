@@ -150,6 +150,8 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
                                            batch, consumers);
   if (forced_cluster != 0 || c.name.empty() || ring_clusters_one_wave(c, d)) return c;
   const int chosen = c.cluster;
+  const int coresident = d.coresident_clusters[static_cast<std::size_t>(ring_ctas_per_sm(c, d) - 1)]
+                                              [static_cast<std::size_t>(chosen)];
   const int64_t groups = ceil_div(s.k, kGroupK);
   for (int64_t want = chosen - 1; want >= 1; --want) {
     const int ranks = static_cast<int>(ring_cluster_ranks(groups, want));
@@ -160,13 +162,12 @@ inline LinearConfig ring_config(const LinearShape& s, const LinearDevice& d, int
     c = std::move(fewer);
     if (ring_clusters_one_wave(c, d)) break;
   }
-  c.reason = "; cluster " + std::to_string(c.cluster) + ", not " + std::to_string(chosen) +
-             ": the device runs " +
-             std::to_string(d.coresident_clusters[0][static_cast<std::size_t>(chosen)]) +
-             " (one CTA per SM) or " +
-             std::to_string(d.coresident_clusters[1][static_cast<std::size_t>(chosen)]) +
-             " (two) clusters of " + std::to_string(chosen) + " at once, fewer than the " +
-             std::to_string(c.tiles) + " tiles";
+  if (c.cluster != chosen) {
+    c.reason = "; cluster " + std::to_string(c.cluster) + ", not " + std::to_string(chosen) +
+               ": the device runs " + std::to_string(coresident) + " clusters of " +
+               std::to_string(chosen) + " at once, fewer than the " + std::to_string(c.tiles) +
+               " tiles";
+  }
   return c;
 }
 
