@@ -15,6 +15,7 @@
 #include "common/problems.h"
 #include "conv/problem_spec.h"
 #include "conv/select_util.h"
+#include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 #include "cuda/conv/select.h"
 #include "gemmkit/gemmkit.h"

@@ -20,6 +20,7 @@
 #include "conv/emulation.h"
 #include "conv/problem_spec.h"
 #include "conv/select_util.h"
+#include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 #include "cuda/conv/select.h"
 #include "gemmkit/gemmkit.h"

@@ -19,6 +19,7 @@
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
 #include "cuda/conv/implicit_gemm/wgmma_phases.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_pingpong.cuh"
+#include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 
 namespace gemmkit::cuda::conv_impl {

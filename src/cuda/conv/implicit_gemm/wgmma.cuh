@@ -6,8 +6,9 @@
 // steps ascending, a last block's steps past c / groups skipped: implicit_wgmma_block_steps), from
 // zero, then + bias and one rounding. Every output element's chain is the
 // same whatever the tile, the grid or the batch, so the bits are batch-invariant and run-to-run
-// identical. The GEMM view and the TMA boxes are in wgmma_layout.h; eligibility (no input
-// dilation, strides <= 8, c / groups % 8, c / groups % 64 with groups) in wgmma_plan.h.
+// identical. The GEMM view and the TMA boxes are in wgmma_layout.h and wgmma_maps.h; eligibility
+// (no input dilation, strides <= 8, c / groups % 8, c / groups % 64 with groups) in
+// wgmma_eligibility.h.
 //
 // Structure (the cooperative schedule; wgmma_pingpong.cuh is the other, the pieces both share are
 // in wgmma_parts.cuh): one producer warpgroup (one thread issues the TMA loads of the weight box

@@ -1,6 +1,6 @@
 // Launcher of the Hopper implicit-GEMM convolution kernel (wgmma.cuh), for the dispatcher: check
 // why_not_implicit_wgmma(p, device) == "" first, plan with implicit_wgmma_plan(p, device), then
-// launch. Host code; the plan and eligibility are in wgmma_plan.h.
+// launch. Host code; the plan is in wgmma_plan.h, eligibility in wgmma_eligibility.h.
 #pragma once
 
 #include <cuda_runtime.h>
