@@ -3,7 +3,7 @@
 // and stores out. Launched after the split kernel on the stream (PDL: waits for its completion).
 #pragma once
 
-#include "cuda/linear/wgmma_kernel.cuh"
+#include "cuda/linear/wgmma_parts.cuh"
 
 namespace gemmkit::cuda::linear_family {
 

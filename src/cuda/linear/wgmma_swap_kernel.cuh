@@ -35,7 +35,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/linear/canonical.cuh"
-#include "cuda/linear/wgmma_kernel.cuh"
+#include "cuda/linear/wgmma_parts.cuh"
 
 namespace gemmkit::cuda::linear_family {
 
