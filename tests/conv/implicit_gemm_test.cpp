@@ -280,6 +280,8 @@ TEST(ConvImplicit, IneligibleProblemsNameTheReason) {
     s.x_shape = {1, int64_t{1} << 29, 8};
     s.w_shape = {8, 3, 8};
     expect_reason(why(make_problem(s)), "2^29");
+    EXPECT_EQ(why(make_problem(s)),
+              "a spatial extent (536870912 in dim 0) reaches 2^29 (the gather indexes in 32 bits)");
   }
   {
     Spec s = base;  // K = 27 taps * 2^27 channels > 2^31

@@ -203,6 +203,9 @@ TEST(ConvImplicitWgmma, IneligibleProblemsNameTheReason) {
   strided_dilated.params.input_dilation = {2};
   EXPECT_TRUE(has(why(strided_dilated), "stride above 1"));
   EXPECT_TRUE(has(why(conv_spec({1, 64, 64, 64}, {64, 3, 3, 64}, 1, 9)), "traversal stride"));
+  // 1-D, 2^29 long: past TMA's 32-bit box coordinates.
+  EXPECT_EQ(why(conv_spec({1, int64_t{1} << 29, 64}, {64, 3, 64}, 1)),
+            "a spatial extent (536870912 in dim 0) reaches 2^29 (TMA box coordinates are 32-bit)");
   Spec odd = conv_spec({1, 8, 8, 64}, {64, 3, 3, 64}, 1);
   ConvProblem p = make_problem(odd);
   p.x.strides[1] = 8 * 64 + 4;  // rows 8 bytes off the 16-byte grid

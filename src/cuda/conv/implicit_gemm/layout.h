@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "cuda/conv/common/geometry.h"
 
@@ -42,6 +43,21 @@ constexpr int64_t kImplicitRasterBand = 8;
 // extent, padding) must stay below this in magnitude: the gather does its index arithmetic in
 // 32 bits. Larger problems go to other paths.
 constexpr int64_t kImplicitMaxCoord = int64_t{1} << 29;
+
+// The first spatial extent of p in dim d (the dilated input, output * stride, the dilated
+// kernel, |pad_lo|) at or above kImplicitMaxCoord, as "E in dim D", or "" when all are below it.
+// Both implicit-GEMM kernels (the gather here, TMA box coordinates in the Hopper kernel) keep their
+// coordinates in 32 bits under that bound.
+inline std::string implicit_extent_past_max_coord(const detail::ConvProblem& p, int d) {
+  const int64_t extent[] = {p.in_size[d] * p.input_dilation[d], p.out_size[d] * p.stride[d],
+                            p.kernel_size[d] * p.kernel_dilation[d],
+                            p.padding_lo[d] < 0 ? -p.padding_lo[d] : p.padding_lo[d]};
+  for (const int64_t e : extent) {
+    if (e >= kImplicitMaxCoord) return std::to_string(e) + " in dim " + std::to_string(d);
+  }
+  return "";
+}
+
 // q0 of a row past the last output position: every tap of it fails the bounds check.
 constexpr int32_t kImplicitInvalidRow = -(int32_t{1} << 30);
 

@@ -48,14 +48,8 @@ inline std::string why_not_implicit_gemm(const detail::ConvProblem& p,
     return "a weight stride is not a multiple of 8 elements (16-byte vectors)";
   }
   for (int d = 0; d < p.spatial; ++d) {
-    const int64_t extent[] = {p.in_size[d] * p.input_dilation[d], p.out_size[d] * p.stride[d],
-                              p.kernel_size[d] * p.kernel_dilation[d],
-                              p.padding_lo[d] < 0 ? -p.padding_lo[d] : p.padding_lo[d]};
-    for (const int64_t e : extent) {
-      if (e >= kImplicitMaxCoord) {
-        return "a spatial extent (" + std::to_string(e) + " in dim " + std::to_string(d) +
-               ") reaches 2^29 (the gather indexes in 32 bits)";
-      }
+    if (const std::string e = implicit_extent_past_max_coord(p, d); !e.empty()) {
+      return "a spatial extent (" + e + ") reaches 2^29 (the gather indexes in 32 bits)";
     }
   }
   const int64_t k = p.kernel_positions() * p.in_channels_per_group;

@@ -67,14 +67,8 @@ inline std::string why_not_implicit_wgmma(const detail::ConvProblem& p,
       return "stride " + std::to_string(p.stride[d]) + " in dim " + std::to_string(d) +
              " exceeds TMA's traversal stride limit (8)";
     }
-    const int64_t extent[] = {p.in_size[d] * p.input_dilation[d], p.out_size[d] * p.stride[d],
-                              p.kernel_size[d] * p.kernel_dilation[d],
-                              p.padding_lo[d] < 0 ? -p.padding_lo[d] : p.padding_lo[d]};
-    for (const int64_t e : extent) {
-      if (e >= kImplicitMaxCoord) {
-        return "a spatial extent (" + std::to_string(e) + " in dim " + std::to_string(d) +
-               ") reaches 2^29 (TMA box coordinates are 32-bit)";
-      }
+    if (const std::string e = implicit_extent_past_max_coord(p, d); !e.empty()) {
+      return "a spatial extent (" + e + ") reaches 2^29 (TMA box coordinates are 32-bit)";
     }
   }
   if (p.batch >= (int64_t{1} << 31) || p.out_channels >= (int64_t{1} << 31) - kWgmmaConvBlockO) {
