@@ -107,6 +107,12 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   if (t.c_blocks > 1) {
     EXPECT_EQ(implicit_wgmma_block_steps(t, 0), t.block_c / 16);
   }
+  // Full k blocks (the ping-pong kernel's straight-line form): 64-channel blocks, c / groups a
+  // multiple of 64, every block 4 steps.
+  EXPECT_EQ(implicit_wgmma_full_k_blocks(t), t.block_c == 64 && t.cpg % 64 == 0);
+  if (implicit_wgmma_full_k_blocks(t)) {
+    for (int32_t b = 0; b < t.c_blocks; ++b) EXPECT_EQ(implicit_wgmma_block_steps(t, b), 4);
+  }
   EXPECT_GE(t.grid, 1);
   // (A transposed convolution's grid covers the tiles of all its phases.)
   EXPECT_LE(t.grid, implicit_wgmma_total_tiles(implicit_wgmma_phase_plans(p, t)));
@@ -764,6 +770,7 @@ TEST(ConvImplicitWgmma, ChannelBlocksOf32WhereTheLastBlockWouldBeHalfEmpty) {
   EXPECT_EQ(conv_in.c_blocks, 1);
   EXPECT_EQ(conv_in.k_blocks, 9);
   EXPECT_EQ(conv_in.last_block_steps, 2);
+  EXPECT_FALSE(implicit_wgmma_full_k_blocks(conv_in));
   EXPECT_NE(to_string(conv_in).find("x32 box="), std::string::npos) << to_string(conv_in);
   // wan-vae (c = o = 96, 3-D): three full blocks a tap; forced 64: two, the second half zeros.
   const ConvProblem wan = make_problem(conv_spec({1, 5, 128, 128, 96}, {96, 3, 3, 3, 96}, 1));
@@ -778,6 +785,7 @@ TEST(ConvImplicitWgmma, ChannelBlocksOf32WhereTheLastBlockWouldBeHalfEmpty) {
   EXPECT_EQ(full.k_blocks, 27 * 2);
   EXPECT_EQ(full.last_block_steps, 2);
   EXPECT_EQ(implicit_wgmma_issued_channels(full), 96);
+  EXPECT_FALSE(implicit_wgmma_full_k_blocks(full));
   // The environment's names.
   ConvRequestSettings settings;
   EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::automatic);

@@ -337,8 +337,11 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
                                                prepared.device_bias, prepared.dout.view, c.params);
     // Both tile widths, or (the k-split case) the parallel and the chained segments.
     const ImplicitWgmmaPlan chosen = plan_or_fail(p);
+    // The other channel width at both tile widths.
+    const int other_c = chosen.block_c == 64 ? 32 : 64;
     std::vector<ImplicitWgmmaPlan> plans{plan_or_fail(p, 128), plan_or_fail(p, 256),
-                                         plan_or_fail(p, 128, 128, chosen.block_c == 64 ? 32 : 64)};
+                                         plan_or_fail(p, 128, 128, other_c),
+                                         plan_or_fail(p, 256, 128, other_c)};
     if (narrow_o_applies(chosen)) {
       plans.push_back(plan_or_fail(p, 128, 64));
       plans.push_back(plan_or_fail(p, 256, 64));

@@ -17,9 +17,9 @@
 #include "cuda/conv/gemm/launch.h"
 #include "cuda/conv/implicit_gemm/wgmma.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
+#include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_phases.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_pingpong.cuh"
-#include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 
 namespace gemmkit::cuda::conv_impl {
@@ -71,12 +71,20 @@ void launch_pingpong(const ImplicitWgmmaPlan& plan, const T* bias, const CUtenso
                      const CUtensorMap& w_map, const CUtensorMap& out_map, cudaStream_t stream) {
   constexpr int kStages = implicit_wgmma_stages(128);
   constexpr int64_t kSmem = implicit_wgmma_smem_bytes(128, kStages, true);
-  static std::atomic<uint64_t> smem_set{0};
-  const auto kernel = conv_implicit_wgmma_pingpong_kernel<T, TOut, kStages>;
-  allow_shared_memory(kernel, kSmem, smem_set);
-  kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
-           static_cast<size_t>(kSmem), stream>>>(x_map, w_map, out_map, plan, bias);
-  GEMMKIT_CUDA_CHECK_LAUNCH();
+  const auto run = [&](auto full_tag) {
+    static std::atomic<uint64_t> smem_set{0};
+    const auto kernel =
+        conv_implicit_wgmma_pingpong_kernel<T, TOut, kStages, decltype(full_tag)::value>;
+    allow_shared_memory(kernel, kSmem, smem_set);
+    kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
+             static_cast<size_t>(kSmem), stream>>>(x_map, w_map, out_map, plan, bias);
+    GEMMKIT_CUDA_CHECK_LAUNCH();
+  };
+  if (implicit_wgmma_full_k_blocks(plan)) {
+    run(std::true_type{});
+  } else {
+    run(std::false_type{});
+  }
 }
 
 template <typename T, typename TOut, int kBN>

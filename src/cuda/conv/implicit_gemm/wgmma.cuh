@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1;
   const int t = static_cast<int>(threadIdx.x % 128);
-  [[maybe_unused]] const int warp = t / 32, lane = t % 32;
+  const int warp = t / 32, lane = t % 32;
   const WgmmaConvConsumerPart part = implicit_wgmma_consumer_part(plan, consumer);
   // This warpgroup's operands in a stage: its 64 weight rows and its positions' activation rows
   // (implicit_wgmma_row_bytes each), part's in terms the compiler folds (from part.half and
@@ -91,6 +91,11 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   for (int64_t item = blockIdx.x; item < plan.tiles; item += gridDim.x) {
     const WgmmaConvItem it = implicit_wgmma_item(plan, item);
     const int64_t tile = it.tile;
+    // The tile's coordinates and bias before its MMAs: their divisions and loads run while the
+    // first stages land, not after the last MMA.
+    const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
+    const wgmma_conv_detail::WgmmaConvRowBias rb =
+        wgmma_conv_detail::load_half_bias(plan, tile_at, part.half, warp, lane, bias);
     int previous = -1;
     int in_segment = 0;       // k blocks of the current segment done
     bool have_total = false;  // chained: total holds the segments before the current one
@@ -143,14 +148,13 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     }
 
     // Epilogue: bias, one rounding, the stores of this warpgroup's 64 channels and positions.
-    const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, tile);
     if constexpr (kTmaStore) {
-      wgmma_conv_detail::store_half_by_tma<T, TOut, kN>(
-          &out_map, plan, tile_at, part.half, part.first_column, acc, bias, smem.staging(consumer),
+      wgmma_conv_detail::store_half_by_tma<TOut, kN>(
+          &out_map, plan, tile_at, part.half, part.first_column, acc, rb, smem.staging(consumer),
           1 + consumer, t, store_turn);
     } else {
-      wgmma_conv_detail::store_half_elements<T, TOut, kN>(
-          plan, tile_at, part.half, part.first_column, acc, bias, warp, lane, out);
+      wgmma_conv_detail::store_half_elements<TOut, kN>(plan, tile_at, part.half, part.first_column,
+                                                       acc, rb, warp, lane, out);
     }
   }
   if constexpr (kTmaStore) {
@@ -180,11 +184,10 @@ __global__ void __launch_bounds__(256)
   const WgmmaConvTile at = implicit_wgmma_tile(plan, tile);
   const int consumer = thread / 128, t = thread % 128, warp = t / 32, lane = t % 32;
   const int32_t row0 = wgmma_conv_detail::fragment_row0(plan, at, consumer, warp, lane);
-  bool row_ok[2];
-  float bias_value[2];
-  wgmma_conv_detail::load_bias_rows(plan, at, row0, bias, bias_value, row_ok);
+  const wgmma_conv_detail::WgmmaConvRowBias rb =
+      wgmma_conv_detail::load_bias_rows(plan, at, row0, bias);
   const float v[4] = {sum.x, sum.y, sum.z, sum.w};
-  wgmma_conv_detail::store_elements(plan, at, row0, 0, j, lane, v, bias_value, row_ok, out);
+  wgmma_conv_detail::store_elements(plan, at, row0, 0, j, lane, v, rb, out);
 }
 
 }  // namespace gemmkit::cuda::conv_impl

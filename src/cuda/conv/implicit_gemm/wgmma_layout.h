@@ -266,6 +266,13 @@ GEMMKIT_CONV_HD int implicit_wgmma_block_steps(const ImplicitWgmmaPlan& p, int32
   return c_block == p.c_blocks - 1 ? p.last_block_steps : p.block_c / 16;
 }
 
+// Whether every k block issues all of its k16 steps (64-channel blocks, c / groups a multiple of
+// 64): the ping-pong kernel then issues them as one straight-line sequence, without the branch
+// over step counts around which ptxas serializes its two accumulators' MMAs.
+GEMMKIT_CONV_HD bool implicit_wgmma_full_k_blocks(const ImplicitWgmmaPlan& p) {
+  return p.block_c == kWgmmaConvBlockK && p.last_block_steps == kWgmmaConvBlockK / 16;
+}
+
 // The channels per tap whose k16 steps the MMAs issue (c / groups rounded up to 16).
 GEMMKIT_CONV_HD int32_t implicit_wgmma_issued_channels(const ImplicitWgmmaPlan& p) {
   return (p.c_blocks - 1) * p.block_c + p.last_block_steps * 16;

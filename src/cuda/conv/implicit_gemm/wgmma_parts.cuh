@@ -195,20 +195,35 @@ __device__ __forceinline__ int32_t fragment_row0(const ImplicitWgmmaPlan& plan,
   return static_cast<int32_t>(at.o_tile) * plan.block_o + half * 64 + warp * 16 + lane / 4;
 }
 
-// The bias of output channels row0 and row0 + 8 of tile `at` (0 without a bias or past the
-// group's channels), and whether each is an output channel.
+// The bias of a thread's two fragment rows (output channels row0 and row0 + 8 of a tile's
+// 64-channel half; 0 without a bias or past the group's channels) and whether each is an output
+// channel. Loaded before a tile's MMAs, so that the epilogue does not wait for it.
+struct WgmmaConvRowBias {
+  float value[2] = {0.f, 0.f};
+  bool ok[2] = {false, false};
+};
+
 template <typename T>
-__device__ __forceinline__ void load_bias_rows(const ImplicitWgmmaPlan& plan,
-                                               const WgmmaConvTile& at, int32_t row0, const T* bias,
-                                               float (&value)[2], bool (&ok)[2]) {
-  ok[0] = row0 < plan.opg;
-  ok[1] = row0 + 8 < plan.opg;
-  value[0] = value[1] = 0.f;
+__device__ __forceinline__ WgmmaConvRowBias load_bias_rows(const ImplicitWgmmaPlan& plan,
+                                                           const WgmmaConvTile& at, int32_t row0,
+                                                           const T* bias) {
+  WgmmaConvRowBias b;
+  b.ok[0] = row0 < plan.opg;
+  b.ok[1] = row0 + 8 < plan.opg;
   if (plan.has_bias) {
     const int64_t first = at.group * plan.opg + row0;
-    if (ok[0]) value[0] = to_float(bias[first * plan.bias_stride]);
-    if (ok[1]) value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
+    if (b.ok[0]) b.value[0] = to_float(bias[first * plan.bias_stride]);
+    if (b.ok[1]) b.value[1] = to_float(bias[(first + 8) * plan.bias_stride]);
   }
+  return b;
+}
+
+// The bias rows of consumer thread (warp, lane) in 64-channel half `half` of tile `at`.
+template <typename T>
+__device__ __forceinline__ WgmmaConvRowBias load_half_bias(const ImplicitWgmmaPlan& plan,
+                                                           const WgmmaConvTile& at, int half,
+                                                           int warp, int lane, const T* bias) {
+  return load_bias_rows(plan, at, fragment_row0(plan, at, half, warp, lane), bias);
 }
 
 // Stores accumulators v (the fragment's 4 j .. 4 j + 3: channels row0 + 8 (r / 2), box column
@@ -218,8 +233,8 @@ template <typename TOut>
 __device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
                                                const WgmmaConvTile& at, int32_t row0,
                                                int first_column, int j, int lane,
-                                               const float (&v)[4], const float (&bias_value)[2],
-                                               const bool (&ok)[2], TOut* out) {
+                                               const float (&v)[4], const WgmmaConvRowBias& rb,
+                                               TOut* out) {
   const int64_t channel_stride = plan.out_stride[kDims + 1];
   TOut* const tile_out =
       out + implicit_wgmma_tile_out_base(plan, at) + int64_t{row0} * channel_stride;
@@ -231,54 +246,50 @@ __device__ __forceinline__ void store_elements(const ImplicitWgmmaPlan& plan,
     TOut* const at_out = tile_out + implicit_wgmma_position_offset(plan, position);
 #pragma unroll
     for (int r2 = 0; r2 < 2; ++r2) {
-      if (!ok[r2]) continue;
+      if (!rb.ok[r2]) continue;
       float value = v[2 * r2 + half];
-      if (plan.has_bias) value += bias_value[r2];
+      if (plan.has_bias) value += rb.value[r2];
       at_out[8 * r2 * channel_stride] = from_float<TOut>(value);
     }
   }
 }
 
 // The element-store epilogue of 64-channel half `half` of tile `at` at the kBN box columns from
-// `first_column` (accumulators acc, kBN / 2 of them in the fragment layout of wgmma::mma_k_block).
-template <typename T, typename TOut, int kBN>
+// `first_column` (accumulators acc, kBN / 2 of them in the fragment layout of wgmma::mma_k_block;
+// rb: load_half_bias of the same half).
+template <typename TOut, int kBN>
 __device__ __forceinline__ void store_half_elements(const ImplicitWgmmaPlan& plan,
                                                     const WgmmaConvTile& at, int half,
                                                     int first_column, const float (&acc)[kBN / 2],
-                                                    const T* bias, int warp, int lane, TOut* out) {
+                                                    const WgmmaConvRowBias& rb, int warp, int lane,
+                                                    TOut* out) {
   const int32_t row0 = fragment_row0(plan, at, half, warp, lane);
-  bool row_ok[2];
-  float bias_value[2];
-  load_bias_rows(plan, at, row0, bias, bias_value, row_ok);
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
     const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-    store_elements(plan, at, row0, first_column, j, lane, v, bias_value, row_ok, out);
+    store_elements(plan, at, row0, first_column, j, lane, v, rb, out);
   }
 }
 
 // The TMA-store epilogue of 64-channel half `half` of tile `at` at the kBN box columns from
 // `first_column` (a multiple of kWgmmaConvStoreChunk) by one consumer warpgroup (thread t of 128;
-// named barrier `barrier` of its 128 threads): + bias, one rounding, 64 positions at a time
-// transposed by stmatrix into one of the warpgroup's two swizzled chunk buffers (`staging`;
-// `turn` counts the warpgroup's chunks: buffer turn & 1), each stored as one box of the out map by
-// thread 0. A half whose 64 channels start past the group's (o / groups = 64 with groups) stores
-// nothing: its box would cover the next group's channels.
-template <typename T, typename TOut, int kBN>
+// named barrier `barrier` of its 128 threads; rb: load_half_bias of the same half): + bias, one
+// rounding, 64 positions at a time transposed by stmatrix into one of the warpgroup's two swizzled
+// chunk buffers (`staging`; `turn` counts the warpgroup's chunks: buffer turn & 1), each stored as
+// one box of the out map by thread 0. A half whose 64 channels start past the group's (o / groups =
+// 64 with groups) stores nothing: its box would cover the next group's channels.
+template <typename TOut, int kBN>
 __device__ __forceinline__ void store_half_by_tma(const CUtensorMap* out_map,
                                                   const ImplicitWgmmaPlan& plan,
                                                   const WgmmaConvTile& at, int half,
                                                   int first_column, const float (&acc)[kBN / 2],
-                                                  const T* bias, uint8_t* staging, int barrier,
-                                                  int t, uint32_t& turn) {
+                                                  const WgmmaConvRowBias& rb, uint8_t* staging,
+                                                  int barrier, int t, uint32_t& turn) {
   if (static_cast<int32_t>(at.o_tile) * plan.block_o + half * 64 >= plan.opg) return;
   const int warp = t / 32, lane = t % 32;
-  bool row_ok[2];
-  float bias_value[2];
-  load_bias_rows(plan, at, fragment_row0(plan, at, half, warp, lane), bias, bias_value, row_ok);
   const auto value = [&](int j, int r2, int column) {
     const float v = acc[4 * j + 2 * r2 + column];
-    return plan.has_bias ? v + bias_value[r2] : v;
+    return plan.has_bias ? v + rb.value[r2] : v;
   };
   // Lane l addresses row l % 8 of matrix l / 8 of each stmatrix: matrix m holds columns
   // 8 (jj + m / 2) .. + 7 of the chunk and the warp's channels 16 warp + 8 (m % 2) .. + 7, one

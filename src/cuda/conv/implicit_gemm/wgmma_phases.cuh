@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1;
   const int t = static_cast<int>(threadIdx.x % 128);
-  [[maybe_unused]] const int warp = t / 32, lane = t % 32;
+  const int warp = t / 32, lane = t % 32;
   WgmmaConvRing<kStages> at;
   uint32_t store_turn = 0;
   float acc[kRegs];
@@ -50,6 +50,9 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const WgmmaConvLaunchItem li = launch.item(launch_item);
     const ImplicitWgmmaPlan& plan = launch.plan[li.plan];
     const WgmmaConvItem it = implicit_wgmma_item(plan, li.item);
+    const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, it.tile);
+    const wgmma_conv_detail::WgmmaConvRowBias rb =
+        wgmma_conv_detail::load_half_bias(plan, tile_at, consumer, warp, lane, bias);
     int previous = -1;
     WgmmaConvStepCursor steps = implicit_wgmma_step_cursor(plan, it.kb_begin);
     for (int kb = it.kb_begin; kb < it.kb_end; ++kb) {
@@ -70,14 +73,13 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
 
     // Epilogue: bias, one rounding, the stores of this warpgroup's 64 channels.
-    const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, it.tile);
     if constexpr (kTmaStore) {
-      wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(
-          &launch.out_map[li.plan], plan, tile_at, consumer, 0, acc, bias, smem.staging(consumer),
-          1 + consumer, t, store_turn);
+      wgmma_conv_detail::store_half_by_tma<TOut, kBN>(&launch.out_map[li.plan], plan, tile_at,
+                                                      consumer, 0, acc, rb, smem.staging(consumer),
+                                                      1 + consumer, t, store_turn);
     } else {
-      wgmma_conv_detail::store_half_elements<T, TOut, kBN>(plan, tile_at, consumer, 0, acc, bias,
-                                                           warp, lane, out);
+      wgmma_conv_detail::store_half_elements<TOut, kBN>(plan, tile_at, consumer, 0, acc, rb, warp,
+                                                        lane, out);
     }
   }
   if constexpr (kTmaStore) {

@@ -13,7 +13,10 @@
 // consumer within one pass of every stage it waits on: it skips the other's k blocks in the ring,
 // and once a tile has as many k blocks as the ring has stages, a consumer starting its tile could
 // otherwise wait on a stage whose previous pass (the other's block) is not filled yet, whose
-// parity a wait cannot tell from the pass it wants.
+// parity a wait cannot tell from the pass it wants. kFullKBlocks (implicit_wgmma_full_k_blocks:
+// every k block 4 k16 steps) issues each block's MMAs as one straight-line sequence: around the
+// branch over step counts that other plans need, ptxas serializes the MMAs of the two
+// accumulators (its warning C7520), which costs the schedule its overlap.
 // Wins: layers whose tiles are short in K (c = 128-256: 18-36 k blocks a tile), where the
 // cooperative schedule's shared tile end is a large share of the time (docs/perf.md).
 #pragma once
@@ -24,7 +27,7 @@
 
 namespace gemmkit::cuda::conv_impl {
 
-template <typename T, typename TOut, int kStages>
+template <typename T, typename TOut, int kStages, bool kFullKBlocks>
 __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     conv_implicit_wgmma_pingpong_kernel(const __grid_constant__ CUtensorMap x_map,
                                         const __grid_constant__ CUtensorMap w_map,
@@ -79,6 +82,11 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     } else if (round > 0) {
       ptx::mbarrier_wait(&order[other], (round - 1) & 1);
     }
+    const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, item);
+    const wgmma_conv_detail::WgmmaConvRowBias rb0 =
+        wgmma_conv_detail::load_half_bias(plan, tile_at, 0, t / 32, t % 32, bias);
+    const wgmma_conv_detail::WgmmaConvRowBias rb1 =
+        wgmma_conv_detail::load_half_bias(plan, tile_at, 1, t / 32, t % 32, bias);
     int previous = -1;
     WgmmaConvStepCursor steps;  // tiles start at k block 0
     for (int32_t kb = 0; kb < k_blocks; ++kb) {
@@ -87,7 +95,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       const uint8_t* const weight_half = weight + 64 * row_bytes;
       const uint8_t* const activations = smem.activation_box(at.stage);
       wgmma::fence();
-      wgmma::with_k_steps(steps.steps(plan), [&](auto count) {
+      const auto mma_steps = [&](auto count) {
 #pragma unroll
         for (int j = 0; j < decltype(count)::value; ++j) {
           // Step j's operands start 32 j bytes on (either swizzle).
@@ -98,7 +106,12 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
           wgmma::Mma<T, kBN>::run(acc1, wgmma::smem_descriptor(weight_half + 32 * j, layout), b,
                                   accumulate);
         }
-      });
+      };
+      if constexpr (kFullKBlocks) {
+        mma_steps(std::integral_constant<int, kWgmmaConvBlockK / 16>{});
+      } else {
+        wgmma::with_k_steps(steps.steps(plan), mma_steps);
+      }
       steps.next(plan);
       wgmma::commit_group();
       // The previous block's MMAs are done once at most this block's group is pending.
@@ -115,12 +128,11 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
     at.skip(k_blocks);  // the other consumer's next tile
 
-    const WgmmaConvTile tile_at = implicit_wgmma_tile(plan, item);
     uint8_t* const staging = smem.staging(consumer);
-    wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, 0, 0, acc0, bias,
-                                                       staging, 1 + consumer, t, store_turn);
-    wgmma_conv_detail::store_half_by_tma<T, TOut, kBN>(&out_map, plan, tile_at, 1, 0, acc1, bias,
-                                                       staging, 1 + consumer, t, store_turn);
+    wgmma_conv_detail::store_half_by_tma<TOut, kBN>(&out_map, plan, tile_at, 0, 0, acc0, rb0,
+                                                    staging, 1 + consumer, t, store_turn);
+    wgmma_conv_detail::store_half_by_tma<TOut, kBN>(&out_map, plan, tile_at, 1, 0, acc1, rb1,
+                                                    staging, 1 + consumer, t, store_turn);
   }
   if (t == 0) ptx::bulk_wait_group_all();  // the staging stays valid until the stores are done
 }

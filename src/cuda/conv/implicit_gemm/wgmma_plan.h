@@ -196,7 +196,8 @@ inline bool implicit_wgmma_can_pingpong(const ImplicitWgmmaPlan& t) {
 // Whether auto takes the ping-pong schedule for the 128-position plan `narrow` (one that can run
 // it) in place of the cooperative schedule's choice: never, as measured (docs/perf.md, ideas
 // measured and rejected: 1.02-1.11x slower over the conv suites, at best 1-3% faster on a few
-// small rows, within the run-to-run spread). The hook for a rule once a change makes it win.
+// small rows, within the run-to-run spread; with its MMAs unserialized still 1.05-1.15x slower on
+// the VAE 3x3 layers). The hook for a rule once a change makes it win.
 inline bool implicit_wgmma_prefers_pingpong(const ImplicitWgmmaPlan& narrow) {
   (void)narrow;
   return false;
