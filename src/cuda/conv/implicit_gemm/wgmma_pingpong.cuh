@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
         mma_steps(std::integral_constant<int, kWgmmaConvBlockK / 16>{});
       } else {
         wgmma::with_k_steps(steps.steps(plan), mma_steps);
+        steps.next(plan);
       }
-      steps.next(plan);
       wgmma::commit_group();
       // The previous block's MMAs are done once at most this block's group is pending.
       wgmma::wait_group<1>();
