@@ -58,6 +58,14 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 }
 
+// An arrival on the mbarrier at shared::cluster address `remote` (cluster_address: this CTA's or
+// another's), with the default release semantics at CTA scope: a consumer freeing a stage that
+// peers multicast into. (`.release.cluster` put a fence before each arrival: several times slower
+// in gemmkit_tma_throughput's clusters, docs/perf.md.)
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
 // Blocks until the phase with the given parity has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   asm volatile(
@@ -80,6 +88,19 @@ __device__ __forceinline__ void tma_load_2d(void* smem_dst, const CUtensorMap* m
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_address(smem_dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_address(bar)), "r"(inner), "r"(outer)
+      : "memory");
+}
+
+// tma_load_2d into the same shared-memory offset of every CTA of the cluster in `cta_mask` (bit r:
+// rank r), completing the box's bytes on the mbarrier at `bar`'s offset in each of them.
+__device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const CUtensorMap* map,
+                                                      uint64_t* bar, int32_t inner, int32_t outer,
+                                                      uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_address(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_address(bar)), "r"(inner), "r"(outer),
+      "h"(cta_mask)
       : "memory");
 }
 
