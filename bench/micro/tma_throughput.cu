@@ -233,9 +233,8 @@ int main(int argc, char** argv) {
     const double cta_bytes = double(stage_bytes) * kBlocksPerCta;
     const double cta_read = double((c.rows_a / c.cluster + c.rows_b) * 128) * kBlocksPerCta;
     std::printf(
-        "A %3d rows %-6s B %3d rows %s %2d stages  %d CTA/SM  cluster %d (%3d CTAs): %8.1f us  "
-        "%5.1f "
-        "B/cycle/SM  %6.2f TB/s landed  %6.2f TB/s read\n",
+        "A %3d rows %-6s B %3d rows %s %2d stages  %d CTA/SM  cluster %d (%3d CTAs): "
+        "%8.1f us  %5.1f B/cycle/SM  %6.2f TB/s landed  %6.2f TB/s read\n",
         c.rows_a, c.rows_a == 0 ? "" : (c.shared_a ? "shared" : "own"), c.rows_b,
         c.b_l2 ? "L2 " : "HBM", c.stages, c.ctas_per_sm, c.cluster, ctas, best_ms * 1e3,
         cta_bytes * c.ctas_per_sm / double(best_cycles), cta_bytes * ctas / (best_ms * 1e-3) / 1e12,
