@@ -20,6 +20,7 @@
 #include "conv/emulation.h"
 #include "conv/problem_spec.h"
 #include "conv/select_util.h"
+#include "cuda/conv/implicit_gemm/wgmma_k_order.h"
 #include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_plan.h"
 #include "cuda/conv/select.h"
@@ -48,8 +49,14 @@ void expect_plan_valid(const ConvProblem& p, const ImplicitWgmmaPlan& t, const s
   SCOPED_TRACE(what + ": " + to_string(t));
   const ConvGeometry g = normalize(p);
   EXPECT_TRUE(t.block_n == 128 || t.block_n == 256);
-  EXPECT_EQ(t.stages, implicit_wgmma_stages(t.block_n));
-  EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages, t.tma_store));
+  if (t.halo) {
+    EXPECT_TRUE(implicit_wgmma_can_halo(t));
+    EXPECT_EQ(t.stages, kWgmmaConvHaloStages);
+    EXPECT_EQ(t.smem_bytes, implicit_wgmma_halo_smem_bytes());
+  } else {
+    EXPECT_EQ(t.stages, implicit_wgmma_stages(t.block_n));
+    EXPECT_EQ(t.smem_bytes, implicit_wgmma_smem_bytes(t.block_n, t.stages, t.tma_store));
+  }
   EXPECT_EQ(t.tma_store, !t.split_parallel && implicit_wgmma_can_store_by_tma(p, t));
   EXPECT_EQ(int64_t{t.store_box[0]} * t.store_box[1] * t.store_box[2], kWgmmaConvStoreChunk);
   for (int d = 0; d < kDims; ++d) {
@@ -304,7 +311,8 @@ struct EmuCase {
   int block_n = 0;  // 0: as the plan chooses
   int64_t workspace_budget = kDefaultWorkspaceBytes;
   WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic;  // with block_n: o64 or 128 channels
-  int block_c = 0;  // channels per k block: 0 as the plan chooses, else 64 or 32
+  int block_c = 0;    // channels per k block: 0 as the plan chooses, else 64 or 32
+  bool halo = false;  // with block_n 256: the halo form (the plan must allow it)
 };
 
 // A TMA box load on the host: box `m` of the 16-bit tensor at `base` from coordinates `c`
@@ -357,11 +365,14 @@ void emulate(const EmuCase& ec, int* tma_stores) {
                                     : ec.block_c == kWgmmaConvHalfBlockK
                                         ? WgmmaBlockCChoice::c32
                                         : WgmmaBlockCChoice::automatic;
-  const ImplicitWgmmaPlan base =
-      ec.block_n ? implicit_wgmma_plan_for(p, kH200, ec.block_n, {0, 0, 0}, 1, 0, forced_block_o,
-                                           ec.block_c)
-                 : implicit_wgmma_plan(p, kH200, ec.workspace_budget,
-                                       WgmmaScheduleChoice::automatic, ec.o_tile, block_c);
+  const ImplicitWgmmaPlan base = implicit_wgmma_with_halo(
+      ec.block_n
+          ? implicit_wgmma_plan_for(p, kH200, ec.block_n, {0, 0, 0}, 1, 0, forced_block_o,
+                                    ec.block_c)
+          : implicit_wgmma_plan(p, kH200, ec.workspace_budget, WgmmaScheduleChoice::automatic,
+                                ec.o_tile, block_c, WgmmaHaloChoice::off),
+      ec.halo ? WgmmaHaloChoice::on : WgmmaHaloChoice::off);
+  ASSERT_EQ(base.halo, ec.halo);
   expect_plan_valid(p, base, ec.name);
   if (ec.block_c != 0) {
     EXPECT_EQ(base.block_c, ec.block_c);
@@ -375,6 +386,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
   // One phase plan's work items.
   const auto run_plan = [&](const ImplicitWgmmaPlan& t) {
     const WgmmaConvMap x_map = implicit_wgmma_x_map(g, t);
+    const WgmmaConvMap x_tail_map = implicit_wgmma_x_tail_map(g, t);
     *tma_stores += t.tma_store ? 1 : 0;
     // Work items (a tile, or one k segment of it when split_parallel) add into their tile's
     // accumulators; every k block of a tile must be reduced exactly once.
@@ -404,7 +416,7 @@ void emulate(const EmuCase& ec, int* tma_stores) {
           ASSERT_EQ(cursor.coords.x[i], c.x[i]) << "k block " << kb << ", x dim " << i;
           ASSERT_EQ(cursor.coords.w[i], c.w[i]) << "k block " << kb << ", w dim " << i;
         }
-        ASSERT_EQ(step_cursor.c_block, cursor.c_block) << "k block " << kb;
+        ASSERT_EQ(step_cursor.place.c_block, cursor.place.c_block) << "k block " << kb;
         implicit_wgmma_k_next(t, cursor);
         const int steps = step_cursor.steps(t);
         step_cursor.next(t);
@@ -414,6 +426,23 @@ void emulate(const EmuCase& ec, int* tma_stores) {
         const std::vector<double> xb = load_box(x_map, x_base, s.dtype, c.x);
         ASSERT_EQ(wb.size(), static_cast<std::size_t>(t.block_o * row));
         ASSERT_EQ(xb.size(), static_cast<std::size_t>(t.block_n * row));
+        if (t.halo) {
+          // The halo form's operand: the stage's row (the box at the coordinates of its first k
+          // block, then the tail box past it), read from position tap_w * kdil_w.
+          const int tap_w = kb % kWgmmaConvHaloTapsW;
+          ASSERT_EQ(implicit_wgmma_k_place(t, kb).tap[kDims - 1], tap_w) << "k block " << kb;
+          WgmmaConvCoords first = implicit_wgmma_coords(t, at, kb - tap_w);
+          std::vector<double> halo_row = load_box(x_map, x_base, s.dtype, first.x);
+          first.x[1] += t.block_n;
+          const std::vector<double> tail = load_box(x_tail_map, x_base, s.dtype, first.x);
+          halo_row.insert(halo_row.end(), tail.begin(), tail.end());
+          ASSERT_LE(halo_row.size(), static_cast<std::size_t>(kWgmmaConvHaloRows * row));
+          const std::size_t shift = static_cast<std::size_t>(tap_w * t.kdil[kDims - 1] * row);
+          ASSERT_LE(shift + xb.size(), halo_row.size());
+          for (std::size_t e = 0; e < xb.size(); ++e) {
+            ASSERT_EQ(halo_row[shift + e], xb[e]) << "k block " << kb << ", row element " << e;
+          }
+        }
         // The skipped steps' weights are TMA's zero fill past c / groups.
         for (int o = 0; o < t.block_o; ++o) {
           for (int e = issued; e < row; ++e) {
@@ -693,6 +722,23 @@ std::vector<EmuCase> emulation_cases() {
         c.spec.out_dtype = DType::f32;
         c.block_c = 32;
       });
+  add("halo form: 3x3, kernel dilation 2 along w, bias, c 112 (a last block of 48)",
+      {1, 3, 256, 112}, {24, 3, 3, 112}, [](EmuCase& c) {
+        c.spec.params.kernel_dilation = {1, 2};
+        c.spec.params.padding_lo = {1, 2};
+        c.spec.params.padding_hi = {1, 2};
+        c.spec.bias = true;
+        c.block_n = 256;
+        c.halo = true;
+      });
+  add("halo form: 3x3 pad 1, one row of 300 (tiles past the row's end), groups 2", {1, 1, 300, 128},
+      {256, 3, 3, 64}, [](EmuCase& c) {
+        c.spec.params.groups = 2;
+        c.spec.params.padding_lo = {1};
+        c.spec.params.padding_hi = {1};
+        c.block_n = 256;
+        c.halo = true;
+      });
   add("transposed k4 s2, c 32 (32-channel blocks over 4 stride phases)", {1, 5, 6, 32},
       {24, 4, 4, 32}, [](EmuCase& c) {
         c.spec.params = conv_transpose_params({4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1);
@@ -795,6 +841,111 @@ TEST(ConvImplicitWgmma, ChannelBlocksOf32WhereTheLastBlockWouldBeHalfEmpty) {
   EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::c64);
   settings.env_wgmma_block_c = "16";
   expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_BLOCK_C", "16", "auto, 64, 32");
+}
+
+// The k16 steps every output's chain runs, in order, as (taps, first channel): the same at both
+// channel widths (so the same bits), by the decoded places and by the stepped ones.
+TEST(ConvImplicitWgmma, ChannelWidthsRunOneOrderOfK16Steps) {
+  for (const int64_t cpg : {16, 32, 40, 64, 72, 96, 112, 128, 160, 200, 256}) {
+    for (const std::vector<int64_t>& kernel :
+         {std::vector<int64_t>{3, 3}, std::vector<int64_t>{2, 5}, std::vector<int64_t>{1, 1},
+          std::vector<int64_t>{3, 1, 2}}) {
+      std::vector<int64_t> xs{1}, ws{8};
+      for (const int64_t k : kernel) {
+        xs.push_back(9);
+        ws.push_back(k);
+      }
+      xs.push_back(cpg);
+      ws.push_back(cpg);
+      const ConvProblem p = make_problem(conv_spec(xs, ws));
+      std::vector<std::vector<int64_t>> runs;
+      for (const int block_c : {kWgmmaConvBlockK, kWgmmaConvHalfBlockK}) {
+        const ImplicitWgmmaPlan t =
+            implicit_wgmma_plan_for(p, kH200, 128, {0, 0, 0}, 1, 0, kWgmmaConvBlockO, block_c);
+        std::vector<int64_t> steps;
+        WgmmaConvStepCursor stepped = implicit_wgmma_step_cursor(t, 0);
+        for (int32_t kb = 0; kb < t.k_blocks; ++kb) {
+          const WgmmaConvKPlace k = implicit_wgmma_k_place(t, kb);
+          ASSERT_EQ(stepped.place.c_block, k.c_block) << "cpg " << cpg << " kb " << kb;
+          ASSERT_EQ(stepped.place.half, k.half) << "cpg " << cpg << " kb " << kb;
+          for (int d = 0; d < kDims; ++d) ASSERT_EQ(stepped.place.tap[d], k.tap[d]);
+          for (int j = 0; j < implicit_wgmma_block_steps(t, k.c_block); ++j) {
+            steps.push_back(((k.tap[0] * 16 + k.tap[1]) * 16 + k.tap[2]) * 4096 +
+                            int64_t{k.c_block} * t.block_c + 16 * j);
+          }
+          stepped.next(t);
+        }
+        // Past the last k block the walk wraps to the first.
+        EXPECT_EQ(stepped.place.c_block, 0);
+        runs.push_back(steps);
+      }
+      EXPECT_EQ(runs[0], runs[1]) << "cpg " << cpg << ", " << kernel.size() << "-D kernel";
+      EXPECT_EQ(static_cast<int64_t>(runs[0].size()),
+                ceil_div(cpg, 16) * ws[1] * ws[2] * (kernel.size() > 2 ? ws[3] : 1));
+    }
+  }
+}
+
+TEST(ConvImplicitWgmma, HaloFormWhereTheTapsAlongWShareARow) {
+  const auto plan = [](const Spec& s, WgmmaHaloChoice halo = WgmmaHaloChoice::automatic) {
+    return implicit_wgmma_plan(make_problem(s), kH200, kDefaultWorkspaceBytes,
+                               WgmmaScheduleChoice::automatic, WgmmaOTileChoice::automatic,
+                               WgmmaBlockCChoice::automatic, halo);
+  };
+  // The VAE's large 3x3 layers: tiles along one output row, the halo form under auto and on.
+  const Spec vae = conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1);
+  const ImplicitWgmmaPlan t = plan(vae);
+  EXPECT_TRUE(t.halo) << to_string(t);
+  EXPECT_EQ(t.stages, kWgmmaConvHaloStages);
+  EXPECT_EQ(t.smem_bytes, implicit_wgmma_halo_smem_bytes());
+  EXPECT_LE(t.smem_bytes, kH200.shared_per_block_optin);
+  EXPECT_NE(to_string(t).find(" halo"), std::string::npos) << to_string(t);
+  EXPECT_TRUE(plan(vae, WgmmaHaloChoice::on).halo);
+  const ImplicitWgmmaPlan off = plan(vae, WgmmaHaloChoice::off);
+  EXPECT_FALSE(off.halo);
+  EXPECT_EQ(off.stages, implicit_wgmma_stages(256));
+  EXPECT_EQ(to_string(off).find(" halo"), std::string::npos) << to_string(off);
+  // The same tiles and grid either way.
+  EXPECT_EQ(off.tiles, t.tiles);
+  EXPECT_EQ(off.grid, t.grid);
+  EXPECT_TRUE(plan(conv_spec({1, 512, 512, 256}, {128, 3, 3, 256}, 1)).halo);
+  // Where it cannot: boxes of several rows (128 x 128 outputs), stride 2, 5 taps along w, 1x1,
+  // kernel dilation 5 along w (a row of 256 + 10), forced 128-position tiles.
+  EXPECT_FALSE(plan(conv_spec({1, 128, 128, 512}, {512, 3, 3, 512}, 1)).halo);
+  EXPECT_FALSE(plan(conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128}, 1, 2)).halo);
+  EXPECT_FALSE(plan(conv_spec({1, 1024, 1024, 128}, {128, 5, 5, 128}, 2)).halo);
+  EXPECT_FALSE(plan(conv_spec({1, 1024, 1024, 128}, {128, 1, 1, 128})).halo);
+  Spec dilated = conv_spec({1, 1024, 1024, 128}, {128, 3, 3, 128});
+  dilated.params.kernel_dilation = {1, 5};
+  dilated.params.padding_lo = dilated.params.padding_hi = {1, 5};
+  EXPECT_FALSE(plan(dilated).halo);
+  dilated.params.kernel_dilation = {1, 4};
+  dilated.params.padding_lo = dilated.params.padding_hi = {1, 4};
+  EXPECT_TRUE(plan(dilated).halo);
+  ImplicitWgmmaPlan narrow = implicit_wgmma_plan_for(make_problem(vae), kH200, 128);
+  EXPECT_FALSE(implicit_wgmma_with_halo(narrow, WgmmaHaloChoice::on).halo);
+  // The k blocks of a stage: its three taps along w, one channel block.
+  const ConvGeometry g = normalize(make_problem(vae));
+  const WgmmaConvTile tile = implicit_wgmma_tile(t, 5);
+  for (int32_t kb = 0; kb < t.k_blocks; ++kb) {
+    const WgmmaConvKPlace k = implicit_wgmma_k_cursor(t, tile, kb).place;
+    EXPECT_EQ(k.tap[2], kb % 3);
+    EXPECT_EQ(k.c_block, kb / 3 % t.c_blocks);
+    EXPECT_EQ(k.tap[1], kb / 3 / t.c_blocks);
+    EXPECT_EQ(implicit_wgmma_step_cursor(t, kb).place.c_block, k.c_block);
+  }
+  // The tail map: the row's last 2 * kdil_w positions.
+  EXPECT_EQ(implicit_wgmma_x_tail_map(g, t).box[1], 2);
+  EXPECT_EQ(implicit_wgmma_x_map(g, t).box[1], 256);
+  // The environment's names.
+  ConvRequestSettings settings;
+  EXPECT_EQ(resolve_request(settings).wgmma_halo, WgmmaHaloChoice::automatic);
+  settings.env_wgmma_halo = "on";
+  EXPECT_EQ(resolve_request(settings).wgmma_halo, WgmmaHaloChoice::on);
+  settings.env_wgmma_halo = "off";
+  EXPECT_EQ(resolve_request(settings).wgmma_halo, WgmmaHaloChoice::off);
+  settings.env_wgmma_halo = "1";
+  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_HALO", "1", "auto, on, off");
 }
 
 TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {

@@ -97,6 +97,10 @@ inline ConvChoiceKey conv_choice_key(const detail::ConvProblem& p, const DeviceD
   k.push(static_cast<int64_t>(request.small_o));
   k.push(static_cast<int64_t>(request.depthwise));
   k.push(static_cast<int64_t>(request.implicit));
+  k.push(static_cast<int64_t>(request.wgmma_schedule));
+  k.push(static_cast<int64_t>(request.wgmma_o_tile));
+  k.push(static_cast<int64_t>(request.wgmma_block_c));
+  k.push(static_cast<int64_t>(request.wgmma_halo));
   k.push(request.deterministic ? 1 : 0);
   k.push(request.deterministic_from_env ? 1 : 0);  // reasons quote where the mode came from
   k.algo_origin = request.algo_origin;

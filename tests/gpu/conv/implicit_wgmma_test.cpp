@@ -8,8 +8,8 @@
 // bits run to run, from a grid of 3 CTAs, from 128- and 256-position tiles, from 64- and
 // 128-channel tiles (the narrow-o form against the two consumers on channel halves), from the
 // ping-pong schedule (wgmma_pingpong.cuh; on grids of 1, 3 and the plan's) against the cooperative
-// one, and for each image alone against the batch (batch invariance), parallel against chained
-// segments; VAE layers.
+// one, from the halo form (wgmma_halo.cuh) against the cooperative kernel, and for each image
+// alone against the batch (batch invariance), parallel against chained segments; VAE layers.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -66,6 +66,14 @@ ImplicitWgmmaPlan plan_or_fail(const detail::ConvProblem& p, int block_n = 0,
                                                             block_o, block_c)
                  : cuda::conv_impl::implicit_wgmma_plan(p, dev,
                                                         cuda::conv_impl::kDefaultWorkspaceBytes);
+}
+
+// The halo form of p's 256-position plan, where it can run.
+std::optional<ImplicitWgmmaPlan> halo_plan(const detail::ConvProblem& p) {
+  const ImplicitWgmmaPlan t = cuda::conv_impl::implicit_wgmma_with_halo(
+      plan_or_fail(p, 256), cuda::conv_impl::WgmmaHaloChoice::on);
+  if (!t.halo) return std::nullopt;
+  return t;
 }
 
 // Whether p can take 64-channel tiles (one stride phase).
@@ -220,6 +228,24 @@ std::vector<Case> matrix() {
     v.push_back(c);
   }
   {
+    // The halo form (tiles of one output row, three taps along w): channel tails of o and c.
+    Case c = conv_spec("halo: 3x3 pad 1 c112 o136 bias, rows of 512", {1, 2, 512, 112},
+                       {136, 3, 3, 112});
+    c.params.padding_lo = {1};
+    c.params.padding_hi = {1};
+    c.bias = true;
+    v.push_back(c);
+  }
+  {
+    Case c = conv_spec("halo: kernel dilation 2 along w, groups 2, a row of 260", {1, 1, 260, 128},
+                       {64, 3, 3, 64});
+    c.params.groups = 2;
+    c.params.kernel_dilation = {1, 2};
+    c.params.padding_lo = {1, 2};
+    c.params.padding_hi = {1, 2};
+    v.push_back(c);
+  }
+  {
     // 32-channel k blocks (64-byte rows) as auto takes them: c 32, and c 96 (three full blocks).
     Case c = conv_spec("2d 3x3 pad 1 c32 o200 bias (32-channel k blocks)", {2, 17, 23, 32},
                        {200, 3, 3, 32});
@@ -290,6 +316,13 @@ void run_case(const Case& c, const DtypePair& d, uint64_t seed) {
   const ImplicitWgmmaPlan other = plan_or_fail(p, plan.block_n == 256 ? 128 : 256);
   EXPECT_TRUE(gemmkit_test::same_bits(first, run(other)))
       << what << ": " << other.block_n << "-position tiles differ";
+  // The halo form (one row per tile, three taps along w), on the plan's grid and on 3 CTAs.
+  if (std::optional<ImplicitWgmmaPlan> halo = halo_plan(p)) {
+    EXPECT_TRUE(gemmkit_test::same_bits(first, run(*halo)))
+        << what << ": " << cuda::conv_impl::to_string(*halo) << " differs";
+    halo->grid = std::min<int64_t>(3, halo->grid);
+    EXPECT_TRUE(gemmkit_test::same_bits(first, run(*halo))) << what << ": halo on 3 CTAs differs";
+  }
   if (narrow_o_applies(plan)) {
     // The other channel width per tile, at both tile widths.
     const int other_o = plan.block_o == 64 ? 128 : 64;
@@ -330,7 +363,8 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
   uint64_t seed = 9500;
   for (const std::size_t i :
        {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{5}, std::size_t{7},
-        std::size_t{13}, std::size_t{16}, cases.size() - 4, cases.size() - 3, cases.size() - 2}) {
+        std::size_t{13}, std::size_t{16}, cases.size() - 6, cases.size() - 5, cases.size() - 4,
+        cases.size() - 3, cases.size() - 2}) {
     const Case& c = cases.at(i);
     PreparedConv prepared(c, {DType::bf16, DType::bf16}, seed += 10);
     const detail::ConvProblem p = conv_problem(prepared.dx.view, prepared.dw.view,
@@ -347,6 +381,7 @@ TEST(GpuConvSanitize, ImplicitWgmma) {
       plans.push_back(plan_or_fail(p, 256, 64));
     }
     if (const std::optional<ImplicitWgmmaPlan> pp = pingpong_plan(p, 3)) plans.push_back(*pp);
+    if (const std::optional<ImplicitWgmmaPlan> halo = halo_plan(p)) plans.push_back(*halo);
     if (chosen.k_segments > 1) {
       plans = {chosen,
                cuda::conv_impl::implicit_wgmma_plan_for(p, cuda::conv_impl::describe_device(0), 128,

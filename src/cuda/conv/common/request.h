@@ -69,6 +69,11 @@ enum class WgmmaOTileChoice : int { automatic = 0, o128 = 1, o64 = 2 };
 // segments, their bounds count k blocks, so a forced width may move them (other bits).
 enum class WgmmaBlockCChoice : int { automatic = 0, c64 = 1, c32 = 2 };
 
+// GEMMKIT_CONV_WGMMA_HALO: whether the Hopper implicit GEMM's cooperative schedule loads the input
+// row its three taps along w read once per stage (the halo form, wgmma_halo.cuh). automatic and
+// on: wherever implicit_wgmma_can_halo allows it (wgmma_plan.h); off: never.
+enum class WgmmaHaloChoice : int { automatic = 0, on = 1, off = 2 };
+
 inline constexpr const char* kConvAlgoNames[] = {"auto", "cudnn",    "direct",   "depthwise",
                                                  "gemm", "implicit", "reference"};
 inline constexpr const char* kDepthwiseChoiceNames[] = {"auto", "mma", "staged", "blocked"};
@@ -77,6 +82,7 @@ inline constexpr const char* kImplicitChoiceNames[] = {"auto", "wgmma", "mma"};
 inline constexpr const char* kWgmmaScheduleChoiceNames[] = {"auto", "cooperative", "pingpong"};
 inline constexpr const char* kWgmmaOTileChoiceNames[] = {"auto", "128", "64"};
 inline constexpr const char* kWgmmaBlockCChoiceNames[] = {"auto", "64", "32"};
+inline constexpr const char* kWgmmaHaloChoiceNames[] = {"auto", "on", "off"};
 
 inline const char* algo_name(ConvAlgo algo) {
   return enum_name(algo, kConvAlgoNames);
@@ -128,6 +134,7 @@ struct ConvRequest {
   WgmmaScheduleChoice wgmma_schedule = WgmmaScheduleChoice::automatic;
   WgmmaOTileChoice wgmma_o_tile = WgmmaOTileChoice::automatic;
   WgmmaBlockCChoice wgmma_block_c = WgmmaBlockCChoice::automatic;
+  WgmmaHaloChoice wgmma_halo = WgmmaHaloChoice::automatic;
   // Deterministic mode (options.deterministic 1, or -1 with GEMMKIT_DETERMINISTIC=1): every
   // choice a pure function of the problem, the request and the device description. The static
   // selection runs (no race), cuDNN takes its heuristic's engine (not timed), and a path that
@@ -157,6 +164,7 @@ struct ConvRequestSettings {
   std::string env_wgmma_schedule;  // GEMMKIT_CONV_WGMMA_SCHEDULE: auto | cooperative | pingpong
   std::string env_wgmma_o_tile;    // GEMMKIT_CONV_WGMMA_O_TILE: auto | 128 | 64
   std::string env_wgmma_block_c;   // GEMMKIT_CONV_WGMMA_BLOCK_C: auto | 64 | 32
+  std::string env_wgmma_halo;      // GEMMKIT_CONV_WGMMA_HALO: auto | on | off
   // options.deterministic: -1 = not set, 0 = off, 1 = on (gemmkit::conv rejects other values
   // before this; here they count as on).
   int option_deterministic = -1;
@@ -192,6 +200,8 @@ inline ConvRequest resolve_request(const ConvRequestSettings& s) {
                        r.wgmma_o_tile);
   parse_choice_setting("GEMMKIT_CONV_WGMMA_BLOCK_C", s.env_wgmma_block_c, kWgmmaBlockCChoiceNames,
                        r.wgmma_block_c);
+  parse_choice_setting("GEMMKIT_CONV_WGMMA_HALO", s.env_wgmma_halo, kWgmmaHaloChoiceNames,
+                       r.wgmma_halo);
   if (s.option_workspace >= 0) {
     r.workspace_bytes = s.option_workspace;
   } else if (!s.env_workspace_mb.empty()) {
@@ -230,6 +240,7 @@ inline ConvRequestSettings request_settings(const std::string& option_algo,
   s.env_wgmma_schedule = detail::env_setting("GEMMKIT_CONV_WGMMA_SCHEDULE");
   s.env_wgmma_o_tile = detail::env_setting("GEMMKIT_CONV_WGMMA_O_TILE");
   s.env_wgmma_block_c = detail::env_setting("GEMMKIT_CONV_WGMMA_BLOCK_C");
+  s.env_wgmma_halo = detail::env_setting("GEMMKIT_CONV_WGMMA_HALO");
   return s;
 }
 

@@ -16,6 +16,7 @@
 #include "cuda/conv/common/dispatch.cuh"
 #include "cuda/conv/gemm/launch.h"
 #include "cuda/conv/implicit_gemm/wgmma.cuh"
+#include "cuda/conv/implicit_gemm/wgmma_halo.cuh"
 #include "cuda/conv/implicit_gemm/wgmma_launch.h"
 #include "cuda/conv/implicit_gemm/wgmma_maps.h"
 #include "cuda/conv/implicit_gemm/wgmma_phases.cuh"
@@ -87,6 +88,23 @@ void launch_pingpong(const ImplicitWgmmaPlan& plan, const T* bias, const CUtenso
   }
 }
 
+// The halo form (wgmma_halo.cuh) of plan (implicit_wgmma_can_halo): x_map's tile boxes and the
+// tail boxes of the row past them.
+template <typename T, typename TOut>
+void launch_halo(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
+                 const CUtensorMap& x_map, const CUtensorMap& w_map, const CUtensorMap& out_map,
+                 cudaStream_t stream) {
+  constexpr int64_t kSmem = implicit_wgmma_halo_smem_bytes();
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = conv_implicit_wgmma_halo_kernel<T, TOut>;
+  allow_shared_memory(kernel, kSmem, smem_set);
+  const CUtensorMap x_tail_map = encode(p.x.data, implicit_wgmma_x_tail_map(normalize(p), plan));
+  const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
+  kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
+           static_cast<size_t>(kSmem), stream>>>(x_map, x_tail_map, w_map, out_map, plan, bias);
+  GEMMKIT_CUDA_CHECK_LAUNCH();
+}
+
 template <typename T, typename TOut, int kBN>
 void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                      const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
@@ -107,6 +125,9 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
     if (plan.tma_store) {
       const CUtensorMap out_map = encode(static_cast<const char*>(p.out.data) + plan.out_base * 2,
                                          implicit_wgmma_out_map(plan, p.out_channels));
+      if constexpr (kBN == 256) {
+        if (plan.halo) return launch_halo<T, TOut>(p, plan, x_map, w_map, out_map, stream);
+      }
       if constexpr (kBN == 128) {
         if (plan.pingpong) {
           const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
@@ -178,7 +199,8 @@ void dispatch_wgmma(const detail::ConvProblem& p, int block_n, Fn&& fn) {
 void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
                                 cudaStream_t stream) {
   if (plan.grid <= 0 || plan.grid > kMaxGridX || (plan.block_n != 128 && plan.block_n != 256) ||
-      plan.stages != implicit_wgmma_stages(plan.block_n) || plan.k_blocks <= 0 ||
+      plan.stages != (plan.halo ? kWgmmaConvHaloStages : implicit_wgmma_stages(plan.block_n)) ||
+      plan.k_blocks <= 0 || (plan.halo && !implicit_wgmma_can_halo(plan)) ||
       (plan.k_segments > 1 && plan.block_n != 128) ||
       (plan.k_segments > 1 && implicit_wgmma_phase_count(plan) > 1) ||
       (plan.split_parallel && (plan.k_segments <= 1 || plan.tma_store)) ||
@@ -191,7 +213,7 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
                 std::to_string(plan.grid) + ", block_n " + std::to_string(plan.block_n) +
                 ", block_o " + std::to_string(plan.block_o) + ", stages " +
                 std::to_string(plan.stages) + ", k_blocks " + std::to_string(plan.k_blocks) +
-                (plan.pingpong ? ", ping-pong" : ""));
+                (plan.pingpong ? ", ping-pong" : "") + (plan.halo ? ", halo" : ""));
   }
   const ConvGeometry g = normalize(p);
   const CUtensorMap w_map =

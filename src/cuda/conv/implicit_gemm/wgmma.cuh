@@ -2,30 +2,29 @@
 // fp32 accumulation, out in x's dtype or f32, sm_90a.
 //
 // What it computes: for every output position and output channel, the chain of warpgroup MMAs
-// (wgmma m64nNk16) over K = taps x channel blocks of 64 in one fixed order (tap-major, 16-wide k
-// steps ascending, a last block's steps past c / groups skipped: implicit_wgmma_block_steps), from
-// zero, then + bias and one rounding. Every output element's chain is the
-// same whatever the tile, the grid or the batch, so the bits are batch-invariant and run-to-run
-// identical. The GEMM view and the TMA boxes are in wgmma_layout.h and wgmma_maps.h; eligibility
-// (no input dilation, strides <= 8, c / groups % 8, c / groups % 64 with groups) in
-// wgmma_eligibility.h.
+// (wgmma m64nNk16) over K = taps x channel blocks of 64 in one fixed order (WgmmaConvKPlace's:
+// per tap along d and h, per 64-channel group, the taps along w; 16-wide k steps ascending, a last
+// block's steps past c / groups skipped: implicit_wgmma_block_steps), from zero, then + bias and
+// one rounding. Every output element's chain is the same whatever the tile, the grid or the batch,
+// so the bits are batch-invariant and run-to-run identical. The GEMM view and the TMA boxes are in
+// wgmma_layout.h and wgmma_maps.h; eligibility (no input dilation, strides <= 8, c / groups % 8, c
+// / groups % 64 with groups) in wgmma_eligibility.h.
 //
-// Structure (the cooperative schedule; wgmma_pingpong.cuh is the other, the pieces both share are
-// in wgmma_parts.cuh): one producer warpgroup (one thread issues the TMA loads of the weight box
-// block_o x 64 and the activation box block_n x 64 of each k block into a ring of kStages stages,
-// 128-byte swizzle) and two consumer warpgroups over a persistent grid: CTA b takes tiles b,
-// b + grid, ... The consumers split a tile by channels (64 each over all positions) or, in the
-// narrow-o form (kNarrowO: 64-channel tiles, chosen by the plan's cost model), by positions (the
-// tile's 64 channels each, over block_n / 2 positions): the same chains either way. Consumers
-// keep one k block's MMAs in flight (wait_group 1) and free its stage when the next block's are
-// issued; the epilogue of a tile overlaps the producer's
-// loads of the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its
-// coordinate arithmetic spilled at 24).
-// Reduction segments (kSegmented; wgmma_layout.h): where one image's tiles fill under half the
-// machine, K is cut into segments, each a chain from zero; a CTA runs a tile's segments in turn and
-// adds them in order (chained), or, below one wave, each work item reduces one segment into an
-// fp32 partial tile of the workspace and conv_implicit_wgmma_fold_kernel adds them in the same
-// order, so both forms return the same bits.
+// Structure (the cooperative schedule; wgmma_pingpong.cuh is the other and wgmma_halo.cuh this
+// one's halo form, the pieces they share are in wgmma_parts.cuh): one producer warpgroup (one
+// thread issues the TMA loads of the weight box block_o x 64 and the activation box block_n x 64 of
+// each k block into a ring of kStages stages, 128-byte swizzle) and two consumer warpgroups over a
+// persistent grid: CTA b takes tiles b, b + grid, ... The consumers split a tile by channels (64
+// each over all positions) or, in the narrow-o form (kNarrowO: 64-channel tiles, chosen by the
+// plan's cost model), by positions (the tile's 64 channels each, over block_n / 2 positions): the
+// same chains either way. Consumers keep one k block's MMAs in flight (wait_group 1) and free its
+// stage when the next block's are issued; the epilogue of a tile overlaps the producer's loads of
+// the next. Registers: setmaxnreg gives the consumers 232 and the producer 40 (its coordinate
+// arithmetic spilled at 24). Reduction segments (kSegmented; wgmma_layout.h): where one image's
+// tiles fill under half the machine, K is cut into segments, each a chain from zero; a CTA runs a
+// tile's segments in turn and adds them in order (chained), or, below one wave, each work item
+// reduces one segment into an fp32 partial tile of the workspace and
+// conv_implicit_wgmma_fold_kernel adds them in the same order, so both forms return the same bits.
 // Epilogue (kTmaStore, 16-bit out whose map TMA can write): each consumer warpgroup rounds its
 // accumulators (+ bias) 64 positions at a time, transposes them into a swizzled staging buffer with
 // stmatrix (a position's 64 channels per 128-byte row) and one thread stores the chunk as a box of

@@ -6,10 +6,10 @@
 //
 // GEMM view, per group g: M = the group's output channels (weight rows: the MMA's M side, block_o
 // per tile), N = output positions (a tile is a box of tile_w x tile_h x tile_d positions of one
-// image, kBN in all), K = taps x channel blocks of block_c = 64 or 32
-// (tap-major: for each window tap, the group's channels in blocks of block_c, zero-filled past
-// c / groups). Both operands reach shared memory as TMA boxes of the tensors themselves, 5-D maps
-// innermost first:
+// image, kBN in all), K = taps x channel blocks of block_c = 64 or 32 (zero-filled past
+// c / groups), in the k block order of WgmmaConvKPlace (wgmma_k_order.h): per tap along d and h,
+// per 64-channel group, the taps along w, each over the group's blocks. Both operands reach shared
+// memory as TMA boxes of the tensors themselves, 5-D maps innermost first:
 //   x:      (c, w, h, d, n), box (block_c, tile_w * stride_w, tile_h * stride_h,
 //           tile_d * stride_d, 1) with traversal strides (1, stride_w, stride_h, stride_d, 1), so
 //           that the box holds exactly the inputs one tap reads for the tile's positions, one
@@ -71,6 +71,24 @@ constexpr int implicit_wgmma_stages(int block_n) {
   return block_n == 256 ? 4 : 6;
 }
 
+// The halo form (wgmma_halo.cuh; ImplicitWgmmaPlan::halo): a stage holds one channel block of the
+// input row the three taps along w of one (d, h) tap read for a tile of 256 positions along w
+// (256 + 2 * kdil_w rows, room for kWgmmaConvHaloRows) and the three taps' weight boxes; each tap's
+// MMAs read the row from its own first position (a descriptor kdil_w rows further per tap). So a
+// stage of three k blocks loads 256 + 2 * kdil_w activation rows where the other forms load
+// 3 * 256.
+constexpr int kWgmmaConvHaloTapsW = 3;
+constexpr int kWgmmaConvHaloRows = 264;  // 256 + 2 * kdil_w for kdil_w <= 4
+constexpr int kWgmmaConvHaloStages = 2;
+constexpr int64_t implicit_wgmma_halo_stage_bytes() {
+  return int64_t{kWgmmaConvHaloTapsW * kWgmmaConvBlockO + kWgmmaConvHaloRows} * kWgmmaConvBlockK *
+         2;
+}
+constexpr int64_t implicit_wgmma_halo_smem_bytes() {
+  return 1024 + kWgmmaConvHaloStages * implicit_wgmma_halo_stage_bytes() + kWgmmaConvStagingBytes +
+         2 * int64_t{kWgmmaConvHaloStages} * 8;
+}
+
 // Everything the kernel needs besides the two tensor maps. Plain data (kernel argument).
 struct ImplicitWgmmaPlan {
   // Geometry, normalized to 3 spatial dims (d, h, w: leading dims of size 1).
@@ -92,6 +110,9 @@ struct ImplicitWgmmaPlan {
   // The ping-pong schedule (wgmma_pingpong.cuh: each consumer warpgroup on its own tiles, in
   // turn): block_n 128, one reduction segment and TMA stores only; else the cooperative one.
   bool pingpong = false;
+  // The halo form of the cooperative schedule (wgmma_halo.cuh, implicit_wgmma_can_halo): a stage
+  // per (d, h) tap and channel block, its input row read by the three taps along w.
+  bool halo = false;
   // Stride phases of a transposed convolution (input dilation per dim; 1 = none), and the phase
   // this plan is of.
   int32_t phases[kDims] = {1, 1, 1};
@@ -283,99 +304,11 @@ GEMMKIT_CONV_HD int implicit_wgmma_row_bytes(const ImplicitWgmmaPlan& p) {
   return 2 * p.block_c;
 }
 
-// The consumers' walk over a work item's channel blocks (k block kb's is kb % c_blocks): one
-// division per item, then a compare per k block.
-struct WgmmaConvStepCursor {
-  int32_t c_block = 0;
-  GEMMKIT_CONV_HD int steps(const ImplicitWgmmaPlan& p) const {
-    return implicit_wgmma_block_steps(p, c_block);
-  }
-  GEMMKIT_CONV_HD void next(const ImplicitWgmmaPlan& p) {
-    if (++c_block == p.c_blocks) c_block = 0;
-  }
-};
-
-GEMMKIT_CONV_HD WgmmaConvStepCursor implicit_wgmma_step_cursor(const ImplicitWgmmaPlan& p,
-                                                               int32_t kb) {
-  WgmmaConvStepCursor c;
-  c.c_block = kb % p.c_blocks;
-  return c;
-}
-
 // Float4 `v` (accumulators 4 v .. 4 v + 3) of consumer thread `thread` (0 .. 255) of segment
 // `segment`'s partial tile `tile` in the split_parallel workspace: [segment][tile][v][thread].
 GEMMKIT_CONV_HD int64_t implicit_wgmma_partial_index(const ImplicitWgmmaPlan& p, int32_t segment,
                                                      int64_t tile, int v, int thread) {
   return ((int64_t{segment} * p.base_tiles + tile) * (p.block_n / 8) + v) * 256 + thread;
-}
-
-// The TMA box coordinates (innermost first) of k block kb of tile t: the x box (channel, w, h, d,
-// n) and the weight box (channel, kw, kh, kd, o).
-struct WgmmaConvCoords {
-  int32_t x[5] = {};
-  int32_t w[5] = {};
-};
-
-// The producer's walk over a work item's k blocks: the box coordinates of the current k block and
-// its place (channel block, tap index per dim), stepped by implicit_wgmma_k_next with adds and
-// compares only, so the one producer thread spends no integer divisions per k block (decoding kb
-// costs four or more; implicit_wgmma_k_cursor decodes once per work item). The k block order:
-// channel blocks fastest, then the taps, w fastest.
-struct WgmmaConvKCursor {
-  WgmmaConvCoords coords;
-  int32_t c_block = 0;
-  int32_t tap[kDims] = {0, 0, 0};
-};
-
-// The cursor at k block kb of tile t, decoded from kb.
-GEMMKIT_CONV_HD WgmmaConvKCursor implicit_wgmma_k_cursor(const ImplicitWgmmaPlan& p,
-                                                         const WgmmaConvTile& t, int32_t kb) {
-  WgmmaConvKCursor k;
-  int32_t rest = kb / p.c_blocks;
-  k.c_block = kb - rest * p.c_blocks;
-  for (int d = kDims - 1; d >= 0; --d) {
-    k.tap[d] = rest % p.kernel[d];
-    rest /= p.kernel[d];
-  }
-  WgmmaConvCoords& c = k.coords;
-  const int32_t channel = k.c_block * p.block_c;
-  c.x[0] = static_cast<int32_t>(t.group) * p.cpg + channel;
-  c.w[0] = channel;
-  for (int d = 0; d < kDims; ++d) {
-    // Spatial dim d (0 = d, 1 = h, 2 = w) is box dim 3 - d.
-    c.x[3 - d] = t.p0[d] * p.stride[d] - p.pad_lo[d] + k.tap[d] * p.kdil[d];
-    c.w[3 - d] = p.w_first[d] + p.w_step[d] * k.tap[d];
-  }
-  c.x[4] = static_cast<int32_t>(t.n);
-  c.w[4] = static_cast<int32_t>(t.group) * p.opg + static_cast<int32_t>(t.o_tile) * p.block_o;
-  return k;
-}
-
-GEMMKIT_CONV_HD WgmmaConvCoords implicit_wgmma_coords(const ImplicitWgmmaPlan& p,
-                                                      const WgmmaConvTile& t, int32_t kb) {
-  return implicit_wgmma_k_cursor(p, t, kb).coords;
-}
-
-// Steps the cursor to the next k block (past the last one it wraps to the first).
-GEMMKIT_CONV_HD void implicit_wgmma_k_next(const ImplicitWgmmaPlan& p, WgmmaConvKCursor& k) {
-  if (++k.c_block < p.c_blocks) {
-    k.coords.x[0] += p.block_c;
-    k.coords.w[0] += p.block_c;
-    return;
-  }
-  k.coords.x[0] -= (p.c_blocks - 1) * p.block_c;
-  k.coords.w[0] = 0;
-  k.c_block = 0;
-  for (int d = kDims - 1; d >= 0; --d) {
-    if (++k.tap[d] < p.kernel[d]) {
-      k.coords.x[3 - d] += p.kdil[d];
-      k.coords.w[3 - d] += p.w_step[d];
-      return;
-    }
-    k.coords.x[3 - d] -= (p.kernel[d] - 1) * p.kdil[d];
-    k.coords.w[3 - d] -= (p.kernel[d] - 1) * p.w_step[d];
-    k.tap[d] = 0;
-  }
 }
 
 // Position `column` (0 .. block_n - 1) of a tile's box: its output coordinates, and whether it is

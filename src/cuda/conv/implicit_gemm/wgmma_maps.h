@@ -47,6 +47,14 @@ inline WgmmaConvMap implicit_wgmma_x_map(const ConvGeometry& g, const ImplicitWg
   return m;
 }
 
+// The halo form's second activation map (implicit_wgmma_can_halo plans): x_map's with a box of
+// 2 * kdil_w positions along w, the row's positions past the first 256.
+inline WgmmaConvMap implicit_wgmma_x_tail_map(const ConvGeometry& g, const ImplicitWgmmaPlan& p) {
+  WgmmaConvMap m = implicit_wgmma_x_map(g, p);
+  m.box[1] = (kWgmmaConvHaloTapsW - 1) * p.kdil[kDims - 1];
+  return m;
+}
+
 // The weight map of g (weight: (o, kd, kh, kw, c / groups) strides in g.w_stride) for tiles of
 // block_o output channels and k blocks of block_c channels.
 inline WgmmaConvMap implicit_wgmma_w_map(const ConvGeometry& g, int block_o, int block_c) {

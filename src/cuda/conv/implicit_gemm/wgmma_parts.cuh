@@ -12,6 +12,7 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/conv/common/dtype.cuh"
+#include "cuda/conv/implicit_gemm/wgmma_k_order.h"
 #include "cuda/conv/implicit_gemm/wgmma_layout.h"
 
 namespace gemmkit::cuda::conv_impl {

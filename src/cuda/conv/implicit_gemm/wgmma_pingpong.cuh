@@ -1,5 +1,5 @@
 // Hopper implicit-GEMM convolution, ping-pong schedule: the computation and contract of wgmma.cuh
-// (every output's chain over K in the fixed tap-major order, from zero, + bias, one rounding: the
+// (every output's chain over K in the fixed k block order, from zero, + bias, one rounding: the
 // same bits as the cooperative schedule) for plans with 128-position tiles, one reduction segment
 // and a 16-bit out TMA can store (plan.pingpong).
 //

@@ -193,6 +193,30 @@ inline bool implicit_wgmma_can_pingpong(const ImplicitWgmmaPlan& t) {
          !t.split_parallel && t.tma_store;
 }
 
+// Whether plan t can run the halo form (wgmma_halo.cuh): the cooperative schedule's 256-position
+// tiles of 128 channels along one output row (tile 1 x 1 x 256), stride 1 and three taps along w
+// with 2 * kdil_w <= 8 (the row of a stage: 256 + 2 * kdil_w positions), 64-channel k blocks,
+// one stride phase, one reduction segment and TMA stores.
+inline bool implicit_wgmma_can_halo(const ImplicitWgmmaPlan& t) {
+  constexpr int kW = kDims - 1;
+  return t.block_n == 256 && t.block_o == kWgmmaConvBlockO && t.block_c == kWgmmaConvBlockK &&
+         t.tile[0] == 1 && t.tile[1] == 1 && t.tile[kW] == 256 && t.stride[kW] == 1 &&
+         t.kernel[kW] == kWgmmaConvHaloTapsW &&
+         256 + (kWgmmaConvHaloTapsW - 1) * t.kdil[kW] <= kWgmmaConvHaloRows &&
+         implicit_wgmma_phase_count(t) == 1 && t.k_segments == 1 && !t.split_parallel &&
+         t.tma_store && !t.pingpong;
+}
+
+// Plan t in the halo form where `choice` (GEMMKIT_CONV_WGMMA_HALO) and implicit_wgmma_can_halo
+// allow it (auto: wherever it can), with its stages and shared memory.
+inline ImplicitWgmmaPlan implicit_wgmma_with_halo(ImplicitWgmmaPlan t, WgmmaHaloChoice choice) {
+  if (choice == WgmmaHaloChoice::off || !implicit_wgmma_can_halo(t)) return t;
+  t.halo = true;
+  t.stages = kWgmmaConvHaloStages;
+  t.smem_bytes = implicit_wgmma_halo_smem_bytes();
+  return t;
+}
+
 // Whether auto takes the ping-pong schedule for the 128-position plan `narrow` (one that can run
 // it) in place of the cooperative schedule's choice: never, as measured (docs/perf.md, ideas
 // measured and rejected: 1.02-1.11x slower over the conv suites, at best 1-3% faster on a few
@@ -310,11 +334,9 @@ inline double implicit_wgmma_image_cost(ImplicitWgmmaPlan t) {
 // The schedule: `schedule` (GEMMKIT_CONV_WGMMA_SCHEDULE) pingpong takes the ping-pong schedule
 // wherever the 128-position, 128-channel plan can run it, automatic where
 // implicit_wgmma_prefers_pingpong says so; otherwise the cooperative schedule.
-inline ImplicitWgmmaPlan implicit_wgmma_plan(
+inline ImplicitWgmmaPlan implicit_wgmma_plan_without_halo(
     const detail::ConvProblem& p, const DeviceDescription& dev, int64_t workspace_budget,
-    WgmmaScheduleChoice schedule = WgmmaScheduleChoice::automatic,
-    WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic,
-    WgmmaBlockCChoice block_c_choice = WgmmaBlockCChoice::automatic) {
+    WgmmaScheduleChoice schedule, WgmmaOTileChoice o_tile, WgmmaBlockCChoice block_c_choice) {
   const int block_c = block_c_choice == WgmmaBlockCChoice::c64   ? kWgmmaConvBlockK
                       : block_c_choice == WgmmaBlockCChoice::c32 ? kWgmmaConvHalfBlockK
                                                                  : 0;
@@ -368,6 +390,19 @@ inline ImplicitWgmmaPlan implicit_wgmma_plan(
   return better(wide, chain);
 }
 
+// The plan of problem p: implicit_wgmma_plan_without_halo's, in the halo form where `halo`
+// (GEMMKIT_CONV_WGMMA_HALO) and implicit_wgmma_can_halo allow it.
+inline ImplicitWgmmaPlan implicit_wgmma_plan(
+    const detail::ConvProblem& p, const DeviceDescription& dev, int64_t workspace_budget,
+    WgmmaScheduleChoice schedule = WgmmaScheduleChoice::automatic,
+    WgmmaOTileChoice o_tile = WgmmaOTileChoice::automatic,
+    WgmmaBlockCChoice block_c_choice = WgmmaBlockCChoice::automatic,
+    WgmmaHaloChoice halo = WgmmaHaloChoice::automatic) {
+  return implicit_wgmma_with_halo(
+      implicit_wgmma_plan_without_halo(p, dev, workspace_budget, schedule, o_tile, block_c_choice),
+      halo);
+}
+
 inline std::string to_string(const ImplicitWgmmaPlan& t) {
   return "implicit_wgmma tile=" + std::to_string(t.block_o) + "x" + std::to_string(t.block_n) +
          "x" + std::to_string(t.block_c) + " box=" + std::to_string(t.tile[0]) + "x" +
@@ -376,7 +411,7 @@ inline std::string to_string(const ImplicitWgmmaPlan& t) {
          " grid=" + std::to_string(t.grid) + " smem=" + std::to_string(t.smem_bytes) +
          " k_blocks=" + std::to_string(t.k_blocks) +
          (t.tma_store ? " store=tma" : " store=elementwise") +
-         (t.pingpong ? " schedule=pingpong" : " schedule=cooperative") +
+         (t.pingpong ? " schedule=pingpong" : " schedule=cooperative") + (t.halo ? " halo" : "") +
          (t.k_segments > 1 ? " k_segments=" + std::to_string(t.k_segments) + "x" +
                                  std::to_string(t.segment_blocks) +
                                  (t.split_parallel ? " split=parallel workspace=" +
