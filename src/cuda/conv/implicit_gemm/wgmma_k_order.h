@@ -13,7 +13,7 @@
 namespace gemmkit::cuda::conv_impl {
 
 // The place of a k block in K, in the one order every form of the kernel runs its k blocks (so
-// every output's chain of k16 steps): for each tap along d, then h (outermost), each group of 64
+// every output's chain of k16 steps): for each tap along d (outermost), then h, each group of 64
 // channels, each tap along w, each k block of the group (one of 64 channels, or two of 32). So
 // the k16 steps and their order are the same at either channel width (the same bits), and the k
 // blocks of one (d, h) tap and 64-channel group read one input row at consecutive offsets (the
