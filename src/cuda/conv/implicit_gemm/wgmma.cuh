@@ -126,9 +126,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
         }
       }
     }
-    wgmma::wait_group<0>();
-    wgmma::fence_registers(acc);
-    if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
+    wgmma_conv_detail::finish_mainloop(acc, empty, previous, t);
     if constexpr (kSegmented) {
       if (plan.split_parallel) {
         // One segment's partial tile, in fragment order (the fold kernel adds the segments).

@@ -155,9 +155,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       previous = at.stage;
       at.next();
     }
-    wgmma::wait_group<0>();
-    wgmma::fence_registers(acc);
-    if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
+    wgmma_conv_detail::finish_mainloop(acc, empty, previous, t);
     wgmma_conv_detail::store_half_by_tma<TOut, kBN>(
         &out_map, plan, tile_at, part.half, part.first_column, acc, rb, smem.staging(consumer),
         1 + consumer, t, store_turn);

@@ -104,6 +104,17 @@ __device__ __forceinline__ void init_stage_barriers(
   __syncthreads();
 }
 
+// The end of a consumer warpgroup's chain of MMAs over a work item: waits for its last MMAs,
+// keeps the accumulators' reads after that wait, and frees the last stage it read (`previous`;
+// -1: none) by its thread t == 0.
+template <int kRegs>
+__device__ __forceinline__ void finish_mainloop(float (&acc)[kRegs], uint64_t* empty, int previous,
+                                                int t) {
+  wgmma::wait_group<0>();
+  wgmma::fence_registers(acc);
+  if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
+}
+
 // The producer's loads of one k block (box coordinates c; `bytes`: its weight and activation
 // boxes) into the next stage of ring `at`, once the stage is free.
 template <int kBN, int kStages, bool kTmaStore>

@@ -68,9 +68,7 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
       previous = at.stage;
       at.next();
     }
-    wgmma::wait_group<0>();
-    wgmma::fence_registers(acc);
-    if (t == 0 && previous >= 0) ptx::mbarrier_arrive(&empty[previous]);
+    wgmma_conv_detail::finish_mainloop(acc, empty, previous, t);
 
     // Epilogue: bias, one rounding, the stores of this warpgroup's 64 channels.
     if constexpr (kTmaStore) {
