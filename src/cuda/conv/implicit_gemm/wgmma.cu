@@ -91,14 +91,14 @@ void launch_pingpong(const ImplicitWgmmaPlan& plan, const T* bias, const CUtenso
 // The halo form (wgmma_halo.cuh) of plan (implicit_wgmma_can_halo): x_map's tile boxes and the
 // tail boxes of the row past them.
 template <typename T, typename TOut>
-void launch_halo(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
+void launch_halo(const detail::ConvProblem& p, const ConvGeometry& g, const ImplicitWgmmaPlan& plan,
                  const CUtensorMap& x_map, const CUtensorMap& w_map, const CUtensorMap& out_map,
                  cudaStream_t stream) {
   constexpr int64_t kSmem = implicit_wgmma_halo_smem_bytes();
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = conv_implicit_wgmma_halo_kernel<T, TOut>;
   allow_shared_memory(kernel, kSmem, smem_set);
-  const CUtensorMap x_tail_map = encode(p.x.data, implicit_wgmma_x_tail_map(normalize(p), plan));
+  const CUtensorMap x_tail_map = encode(p.x.data, implicit_wgmma_x_tail_map(g, plan));
   const T* const bias = p.has_bias ? static_cast<const T*>(p.bias.data) : nullptr;
   kernel<<<dim3(static_cast<unsigned>(plan.grid), 1, 1), kWgmmaConvThreads,
            static_cast<size_t>(kSmem), stream>>>(x_map, x_tail_map, w_map, out_map, plan, bias);
@@ -106,8 +106,9 @@ void launch_halo(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
 }
 
 template <typename T, typename TOut, int kBN>
-void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan,
-                     const CUtensorMap& x_map, const CUtensorMap& w_map, cudaStream_t stream) {
+void launch_epilogue(const detail::ConvProblem& p, const ConvGeometry& g,
+                     const ImplicitWgmmaPlan& plan, const CUtensorMap& x_map,
+                     const CUtensorMap& w_map, cudaStream_t stream) {
   const auto with_segments = [&](auto tma_tag, const CUtensorMap& out_map) {
     constexpr bool kTma = decltype(tma_tag)::value;
     if constexpr (kBN == 128) {
@@ -126,7 +127,7 @@ void launch_epilogue(const detail::ConvProblem& p, const ImplicitWgmmaPlan& plan
       const CUtensorMap out_map = encode(static_cast<const char*>(p.out.data) + plan.out_base * 2,
                                          implicit_wgmma_out_map(plan, p.out_channels));
       if constexpr (kBN == 256) {
-        if (plan.halo) return launch_halo<T, TOut>(p, plan, x_map, w_map, out_map, stream);
+        if (plan.halo) return launch_halo<T, TOut>(p, g, plan, x_map, w_map, out_map, stream);
       }
       if constexpr (kBN == 128) {
         if (plan.pingpong) {
@@ -227,7 +228,7 @@ void launch_conv_implicit_wgmma(const detail::ConvProblem& p, const ImplicitWgmm
     dispatch_wgmma(p, t.block_n, [&](auto in_tag, auto out_tag, auto bn_tag) {
       using T = typename decltype(in_tag)::type;
       using TOut = typename decltype(out_tag)::type;
-      launch_epilogue<T, TOut, decltype(bn_tag)::value>(p, t, x_map, w_map, stream);
+      launch_epilogue<T, TOut, decltype(bn_tag)::value>(p, g, t, x_map, w_map, stream);
     });
   };
   if (implicit_wgmma_phase_count(plan) == 1) return launch(plan);

@@ -135,17 +135,16 @@ __global__ void __launch_bounds__(kWgmmaConvThreads, 1)
     const wgmma_conv_detail::WgmmaConvRowBias rb =
         wgmma_conv_detail::load_half_bias(plan, tile_at, part.half, warp, lane, bias);
     int previous = -1;
-    int32_t c_block = 0;
+    WgmmaConvStepCursor steps = implicit_wgmma_step_cursor(plan, 0);
     for (int32_t s = 0; s < stages_per_tile; ++s) {
       ptx::mbarrier_wait(&full[at.stage], at.phase);
-      const int steps = implicit_wgmma_block_steps(plan, c_block);
-      if (++c_block == plan.c_blocks) c_block = 0;
       const uint8_t* const row = smem.row(at.stage);
 #pragma unroll
       for (int j = 0; j < kTaps; ++j) {
         wgmma::mma_k_block<T, kBN>(acc, smem.weight_box(at.stage, j) + weight_offset,
-                                   row + j * shift_bytes, steps, s == 0 && j == 0,
+                                   row + j * shift_bytes, steps.steps(plan), s == 0 && j == 0,
                                    wgmma::kLayoutSw128);
+        steps.next(plan);
         if (j == 0) {
           // The previous stage's MMAs are done once at most this block's group is pending.
           wgmma::wait_group<1>();
