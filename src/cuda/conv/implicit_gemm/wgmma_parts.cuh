@@ -94,13 +94,7 @@ struct SharedLayout {
 template <int kBN, int kStages, bool kTmaStore>
 __device__ __forceinline__ void init_stage_barriers(
     const SharedLayout<kBN, kStages, kTmaStore>& smem, uint32_t empty_arrivals) {
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(&smem.full()[s], 1);
-      ptx::mbarrier_init(&smem.empty()[s], empty_arrivals);
-    }
-    ptx::fence_barrier_init();
-  }
+  ptx::init_ring_barriers(smem.full(), smem.empty(), kStages, empty_arrivals);
   __syncthreads();
 }
 
