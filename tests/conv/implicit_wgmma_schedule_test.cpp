@@ -88,15 +88,11 @@ TEST(ConvImplicitWgmmaSchedule, PingPongWhereThePlanAllows) {
 }
 
 TEST(ConvImplicitWgmmaSchedule, SettingIsParsedOnce) {
-  ConvRequestSettings settings;
-  EXPECT_EQ(resolve_request(settings).wgmma_schedule, WgmmaScheduleChoice::automatic);
-  settings.env_wgmma_schedule = "pingpong";
-  EXPECT_EQ(resolve_request(settings).wgmma_schedule, WgmmaScheduleChoice::pingpong);
-  settings.env_wgmma_schedule = "cooperative";
-  EXPECT_EQ(resolve_request(settings).wgmma_schedule, WgmmaScheduleChoice::cooperative);
-  settings.env_wgmma_schedule = "ping-pong";
-  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_SCHEDULE", "ping-pong",
-                       "auto, cooperative, pingpong");
+  expect_choice_setting(&ConvRequestSettings::env_wgmma_schedule, &ConvRequest::wgmma_schedule,
+                        "GEMMKIT_CONV_WGMMA_SCHEDULE",
+                        {{"pingpong", WgmmaScheduleChoice::pingpong},
+                         {"cooperative", WgmmaScheduleChoice::cooperative}},
+                        "ping-pong", "auto, cooperative, pingpong");
 }
 
 TEST(ConvImplicitWgmmaSchedule, NarrowOTilesWhereOIsAtMost64) {
@@ -190,14 +186,10 @@ TEST(ConvImplicitWgmmaSchedule, NarrowOTilesWhereOIsAtMost64) {
   ASSERT_EQ(c.path, ConvPath::implicit_wgmma) << to_string(c);
   EXPECT_EQ(c.implicit_wgmma.block_o, kWgmmaConvNarrowBlockO);
   EXPECT_NE(c.reason.find("tile=64x"), std::string::npos) << c.reason;
-  ConvRequestSettings settings;
-  EXPECT_EQ(resolve_request(settings).wgmma_o_tile, WgmmaOTileChoice::automatic);
-  settings.env_wgmma_o_tile = "64";
-  EXPECT_EQ(resolve_request(settings).wgmma_o_tile, WgmmaOTileChoice::o64);
-  settings.env_wgmma_o_tile = "128";
-  EXPECT_EQ(resolve_request(settings).wgmma_o_tile, WgmmaOTileChoice::o128);
-  settings.env_wgmma_o_tile = "32";
-  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_O_TILE", "32", "auto, 128, 64");
+  expect_choice_setting(&ConvRequestSettings::env_wgmma_o_tile, &ConvRequest::wgmma_o_tile,
+                        "GEMMKIT_CONV_WGMMA_O_TILE",
+                        {{"64", WgmmaOTileChoice::o64}, {"128", WgmmaOTileChoice::o128}}, "32",
+                        "auto, 128, 64");
 }
 
 TEST(ConvImplicitWgmmaSchedule, RingSkipMatchesTheProducersOrder) {

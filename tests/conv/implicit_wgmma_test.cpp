@@ -833,14 +833,10 @@ TEST(ConvImplicitWgmma, ChannelBlocksOf32WhereTheLastBlockWouldBeHalfEmpty) {
   EXPECT_EQ(implicit_wgmma_issued_channels(full), 96);
   EXPECT_FALSE(implicit_wgmma_full_k_blocks(full));
   // The environment's names.
-  ConvRequestSettings settings;
-  EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::automatic);
-  settings.env_wgmma_block_c = "32";
-  EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::c32);
-  settings.env_wgmma_block_c = "64";
-  EXPECT_EQ(resolve_request(settings).wgmma_block_c, WgmmaBlockCChoice::c64);
-  settings.env_wgmma_block_c = "16";
-  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_BLOCK_C", "16", "auto, 64, 32");
+  expect_choice_setting(&ConvRequestSettings::env_wgmma_block_c, &ConvRequest::wgmma_block_c,
+                        "GEMMKIT_CONV_WGMMA_BLOCK_C",
+                        {{"32", WgmmaBlockCChoice::c32}, {"64", WgmmaBlockCChoice::c64}}, "16",
+                        "auto, 64, 32");
 }
 
 // The k16 steps every output's chain runs, in order, as (taps, first channel): the same at both
@@ -938,14 +934,9 @@ TEST(ConvImplicitWgmma, HaloFormWhereTheTapsAlongWShareARow) {
   EXPECT_EQ(implicit_wgmma_x_tail_map(g, t).box[1], 2);
   EXPECT_EQ(implicit_wgmma_x_map(g, t).box[1], 256);
   // The environment's names.
-  ConvRequestSettings settings;
-  EXPECT_EQ(resolve_request(settings).wgmma_halo, WgmmaHaloChoice::automatic);
-  settings.env_wgmma_halo = "on";
-  EXPECT_EQ(resolve_request(settings).wgmma_halo, WgmmaHaloChoice::on);
-  settings.env_wgmma_halo = "off";
-  EXPECT_EQ(resolve_request(settings).wgmma_halo, WgmmaHaloChoice::off);
-  settings.env_wgmma_halo = "1";
-  expect_setting_error(settings, "GEMMKIT_CONV_WGMMA_HALO", "1", "auto, on, off");
+  expect_choice_setting(
+      &ConvRequestSettings::env_wgmma_halo, &ConvRequest::wgmma_halo, "GEMMKIT_CONV_WGMMA_HALO",
+      {{"on", WgmmaHaloChoice::on}, {"off", WgmmaHaloChoice::off}}, "1", "auto, on, off");
 }
 
 TEST(ConvImplicitWgmma, SelectedWhereItAppliesAndPays) {

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/problems.h"
@@ -67,6 +69,24 @@ inline void expect_setting_error(const ConvRequestSettings& settings, const std:
     EXPECT_NE(what.find("'" + value + "'"), std::string::npos) << what;
     EXPECT_NE(what.find(names), std::string::npos) << what;
   }
+}
+
+// A knob of the request parsed from its setting (`env`, a ConvRequestSettings string) into `field`
+// (a ConvRequest choice): unset it is automatic, each of `names` gives its choice, and `bad`
+// throws the error expect_setting_error checks (`variable`, the value and the `listed` names).
+template <typename Choice>
+void expect_choice_setting(std::string ConvRequestSettings::*env, Choice ConvRequest::*field,
+                           const std::string& variable,
+                           std::initializer_list<std::pair<const char*, Choice>> names,
+                           const std::string& bad, const std::string& listed) {
+  ConvRequestSettings settings;
+  EXPECT_EQ(resolve_request(settings).*field, Choice::automatic) << variable;
+  for (const auto& [name, choice] : names) {
+    settings.*env = name;
+    EXPECT_EQ(resolve_request(settings).*field, choice) << variable << "=" << name;
+  }
+  settings.*env = bad;
+  expect_setting_error(settings, variable, bad, listed);
 }
 
 // The request of options.algo `algo` and options.workspace_bytes `workspace` with
