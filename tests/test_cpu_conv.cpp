@@ -228,9 +228,9 @@ std::string case_label(const ConvCase& c, DtypeCase dt) {
 
 class CpuConvMatrix : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-// `auto` runs the FMA chain on the avx2 ISA (the 8-lane order otherwise).
+// `auto` runs the FMA chain on the avx2 and avx512 ISAs (the 8-lane order otherwise).
 bool auto_is_fma() {
-  return gemmkit::cpu::active_isa() == gemmkit::cpu::Isa::avx2;
+  return gemmkit::cpu::fma_path_isa(gemmkit::cpu::active_isa());
 }
 
 // Every ISA this machine has, both algos: within the bound of the order that ran.
@@ -240,7 +240,7 @@ TEST_P(CpuConvMatrix, MatchesDoubleReference) {
   for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
     gemmkit::cpu::set_isa_override(static_cast<int>(isa));
     for (const char* algo : {"auto", "reference"}) {
-      const bool fma = isa == gemmkit::cpu::Isa::avx2 && std::string(algo) == "auto";
+      const bool fma = gemmkit::cpu::fma_path_isa(isa) && std::string(algo) == "auto";
       ConvRun r = make_run(c, dt);
       call_conv(r, c.params, algo);
       EXPECT_EQ(r.info.backend, "cpu");
@@ -563,6 +563,18 @@ TEST(CpuConvDeterminism, ThreadCountsAndKernelVariantsBitwiseEqual) {
       EXPECT_NE(r.info.reason.find("generic"), std::string::npos) << r.info.reason;
       EXPECT_TRUE(gemmkit_test::same_bits(ref, r.out)) << case_label(c, dt) << " generic auto";
       gemmkit::cpu::set_generic_kernels(false);
+      // auto on every ISA of the FMA path (avx2, avx512): the same bits.
+      std::vector<HostTensor> fma_outs;
+      for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
+        if (!gemmkit::cpu::fma_path_isa(isa)) continue;
+        gemmkit::cpu::set_isa_override(static_cast<int>(isa));
+        call_conv(r, c.params);
+        EXPECT_EQ(r.info.kernel, "cpu.conv.patch-gemm.fma") << gemmkit::cpu::isa_name(isa);
+        fma_outs.push_back(r.out);
+        EXPECT_TRUE(gemmkit_test::same_bits(fma_outs.front(), r.out))
+            << case_label(c, dt) << " auto on " << gemmkit::cpu::isa_name(isa);
+      }
+      gemmkit::cpu::set_isa_override(-1);
     }
   }
 }

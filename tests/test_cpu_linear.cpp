@@ -123,7 +123,7 @@ TEST_P(CpuLinearMatrix, MatchesDoubleReference) {
     for (const char* kernel : {"auto", "reference"}) {
       uint64_t seed = 1000 * static_cast<uint64_t>(std::get<0>(GetParam()) + 1) +
                       100 * static_cast<uint64_t>(std::get<1>(GetParam())) + (bias ? 7 : 0);
-      const bool fma = isa == gemmkit::cpu::Isa::avx2 && std::string(kernel) == "auto";
+      const bool fma = gemmkit::cpu::fma_path_isa(isa) && std::string(kernel) == "auto";
       for (const Size& s : kSizes) {
         LinearRun r = make_run(s, dt, layout, bias, ++seed);
         call_linear(r, kernel);
@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CpuLinearMatrix,
 // chain.
 void check_documented_order(gemmkit::cpu::Isa isa, const char* kernel) {
   IsaScope scope(isa);
-  const bool fma = isa == gemmkit::cpu::Isa::avx2 && std::string(kernel) == "auto";
+  const bool fma = gemmkit::cpu::fma_path_isa(isa) && std::string(kernel) == "auto";
   const Size sizes[] = {{3, 5, 1},    {4, 9, 13},   {17, 33, 100},
                         {1, 70, 257}, {60, 20, 64}, {2, 5, 3001}};
   uint64_t seed = 77;
@@ -224,7 +224,7 @@ TEST(CpuLinearDeterminism, RepeatedCallsBitwiseEqual) {
 TEST(CpuLinearDeterminism, ThreadCountsAndKernelVariantsBitwiseEqual) {
   Restore restore;
   // One x row block (w packed per task) and several (w packed once); strided and contiguous.
-  const Size sizes[] = {{1, 1000, 300}, {7, 333, 129}, {130, 200, 77}};
+  const Size sizes[] = {{1, 1000, 300}, {7, 333, 129}, {130, 200, 77}, {25, 50, 300}};
   for (const Size& s : sizes)
     for (DtypeCase dt : {kDtypes[0], kDtypes[3], kDtypes[4]})
       for (int li : {0, 2}) {
@@ -250,6 +250,18 @@ TEST(CpuLinearDeterminism, ThreadCountsAndKernelVariantsBitwiseEqual) {
         EXPECT_TRUE(gemmkit_test::same_bits(ref, r.out))
             << label(s, dt, kLayouts[li], true) << " generic auto";
         gemmkit::cpu::set_generic_kernels(false);
+        // auto on every ISA of the FMA path (avx2, avx512): the same bits.
+        std::vector<HostTensor> fma_outs;
+        for (const gemmkit::cpu::Isa isa : gemmkit::cpu::available_isas()) {
+          if (!gemmkit::cpu::fma_path_isa(isa)) continue;
+          gemmkit::cpu::set_isa_override(static_cast<int>(isa));
+          call_linear(r);
+          EXPECT_EQ(r.info.kernel, "cpu.linear.fma") << gemmkit::cpu::isa_name(isa);
+          fma_outs.push_back(r.out);
+          EXPECT_TRUE(gemmkit_test::same_bits(fma_outs.front(), r.out))
+              << label(s, dt, kLayouts[li], true) << " auto on " << gemmkit::cpu::isa_name(isa);
+        }
+        gemmkit::cpu::set_isa_override(-1);
       }
 }
 
@@ -306,17 +318,20 @@ TEST(CpuIsa, SettingValues) {
     }
     return std::string();
   };
-  if (gemmkit::cpu::detected_isa() == Isa::avx2) {
-    EXPECT_EQ(parse_isa_setting("avx2"), Isa::avx2);
-  } else {
-    EXPECT_NE(error_of("avx2").find("not supported by this CPU"), std::string::npos);
+  for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+    const char* name = gemmkit::cpu::isa_name(isa);
+    if (gemmkit::cpu::isa_supported(isa)) {
+      EXPECT_EQ(parse_isa_setting(name), isa);
+    } else {
+      const std::string e = error_of(name);
+      EXPECT_NE(e.find("not supported by this CPU"), std::string::npos) << e;
+      EXPECT_NE(e.find("GEMMKIT_CPU_ISA"), std::string::npos) << e;
+    }
   }
-  for (const char* name : {"avx512", "amx"}) {
-    const std::string e = error_of(name);
-    EXPECT_NE(e.find("GEMMKIT_CPU_ISA"), std::string::npos) << e;
-    EXPECT_NE(e.find("not built in this version"), std::string::npos) << e;
-  }
-  EXPECT_NE(error_of("AVX2").find("must be auto, avx2 or generic"), std::string::npos);
+  const std::string amx = error_of("amx");
+  EXPECT_NE(amx.find("GEMMKIT_CPU_ISA"), std::string::npos) << amx;
+  EXPECT_NE(amx.find("not built in this version"), std::string::npos) << amx;
+  EXPECT_NE(error_of("AVX2").find("must be auto, avx512, avx2 or generic"), std::string::npos);
 }
 
 TEST(CpuIsa, DetectionAndNames) {
@@ -326,6 +341,11 @@ TEST(CpuIsa, DetectionAndNames) {
   EXPECT_EQ(isas.back(), gemmkit::cpu::detected_isa());
   EXPECT_FALSE(gemmkit::cpu::detected_features().empty());
   EXPECT_STREQ(gemmkit::cpu::isa_name(gemmkit::cpu::Isa::avx2), "avx2");
+  EXPECT_STREQ(gemmkit::cpu::isa_name(gemmkit::cpu::Isa::avx512), "avx512");
+  // Each ISA runs only where the ones below it run.
+  if (gemmkit::cpu::isa_supported(gemmkit::cpu::Isa::avx512)) {
+    EXPECT_TRUE(gemmkit::cpu::isa_supported(gemmkit::cpu::Isa::avx2));
+  }
 }
 
 TEST(CpuLinearDeterminism, ConcurrentCallersBitwiseEqual) {

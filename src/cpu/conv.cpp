@@ -12,9 +12,9 @@
 //     taps in padding or between dilated input elements), then dots every patch with every
 //     weight row of the chunk through the 8-lane kernel, adds the bias and stores.
 // Each output element is computed by one task in the order documented in docs/numerics.md, so
-// results do not depend on the thread count or the blocking. `auto` on the avx2 ISA: the same
-// patches through the FMA tile of linear instead (the weight also packed once into 16-channel
-// panels per group; the FMA chain order over the same reduction vector).
+// results do not depend on the thread count or the blocking. `auto` on the avx2 and avx512 ISAs:
+// the same patches through the FMA tile of linear instead (the weight also packed once into
+// 16-channel panels per group; the FMA chain order over the same reduction vector).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -78,15 +78,15 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   const int threads = parallel ? num_threads() : 1;
 
   const Isa isa = active_isa();
-  const bool fma = !reference && isa == Isa::avx2 && klen > 0;
+  const bool fma = !reference && fma_path_isa(isa) && klen > 0;
+  const FmaBlockFn fma_block = fma_block_kernel(isa);
   const std::string tail = std::to_string(threads) + " thread" + (threads == 1 ? ")" : "s)");
   info.backend = "cpu";
   if (fma) {
     info.kernel = "cpu.conv.patch-gemm.fma";
-    info.reason =
-        "auto on ISA avx2 (fp32 patches x 16-channel weight panels, 6x16 fp32 FMA "
-        "tile, " +
-        tail;
+    info.reason = std::string("auto on ISA ") + isa_name(isa) +
+                  " (fp32 patches x 16-channel weight panels, " + fma_tile_name(isa) +
+                  " fp32 FMA tile, " + tail;
   } else {
     info.kernel = "cpu.conv.patch-gemm";
     info.reason = std::string(reference ? "reference algo" : "auto") + " on ISA " + isa_name(isa) +
@@ -357,8 +357,8 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
                 wpan + ((g0 + gi) * gpanels + chunk * oc_chunk / kFmaPanel) * klen * kFmaPanel;
             for (int64_t k0 = 0; k0 < klen; k0 += kFmaConvKc) {
               const int64_t kc = std::min(kFmaConvKc, klen - k0);
-              avx2::fma_block(patches + gi * kpad + k0, lda, np, pan + k0 * kFmaPanel, npanels,
-                              klen * kFmaPanel, kc, sums, ldsum, k0 == 0);
+              fma_block(patches + gi * kpad + k0, lda, np, pan + k0 * kFmaPanel, npanels,
+                        klen * kFmaPanel, kc, sums, ldsum, k0 == 0);
             }
           } else {
             kernels.gemm_block(patches + gi * kpad, lda, np, wp + oc0 * kpad, kpad, noc, kpad,

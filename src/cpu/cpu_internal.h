@@ -85,21 +85,24 @@ inline int64_t gemm_block_lanes(int64_t rows, int64_t cols, int64_t kpad, int64_
 }
 
 struct DotKernels {
-  const char* name;  // "avx2", "generic"
+  const char* name;  // "avx512", "avx2", "generic"
   GemmBlockFn gemm_block;
 };
 
 // ---- Instruction sets ------------------------------------------------------------------------
 // The kernel variants the build can select at run time. `avx2` needs AVX2, FMA and the OS's
-// YMM state (cpuid, xgetbv); `generic` is the build's baseline ISA and always available.
-enum class Isa : int { generic = 0, avx2 = 1 };
+// YMM state (cpuid, xgetbv); `avx512` that and AVX-512 F and VL with the OS's ZMM state;
+// `generic` is the build's baseline ISA and always available.
+enum class Isa : int { generic = 0, avx2 = 1, avx512 = 2 };
 const char* isa_name(Isa isa);
+// Whether this CPU, its OS and the build run `isa`.
+bool isa_supported(Isa isa);
 // The best ISA this CPU and build support.
 Isa detected_isa();
-// The CPU features detection saw, as "avx2 fma f16c os-ymm" (those present) or "none".
+// The CPU features detection saw, as "avx2 fma f16c os-ymm ..." (those present) or "none".
 std::string detected_features();
 // The ISA in use: the test override when set, else GEMMKIT_CPU_ISA (read once;
-// auto|avx2|generic; avx512 and amx are names this version rejects): a gemmkit::Error for a
+// auto|avx512|avx2|generic; amx is a name this version rejects): a gemmkit::Error for a
 // value outside those or an ISA this CPU lacks.
 Isa active_isa();
 // A GEMMKIT_CPU_ISA value ("" is auto) as the ISA it selects, or that gemmkit::Error.
@@ -114,7 +117,8 @@ const DotKernels& dot_kernels();
 // Forces the portable kernels (true) or restores the setting (false). For tests.
 void set_generic_kernels(bool generic);
 
-// Register tile of the FMA kernel: kFmaRows rows x kFmaPanel columns (12 YMM accumulators).
+// Register tile of the AVX2 FMA kernel: kFmaRows rows x kFmaPanel columns (12 YMM
+// accumulators); the AVX-512 one is in kernels_avx512.cpp.
 constexpr int64_t kFmaRows = 6;
 constexpr int64_t kFmaPanel = 16;
 
@@ -145,6 +149,33 @@ void fma_narrow(const float* xt, int64_t k, const float* w, int64_t ldw, int64_t
 // dst[i] = src[i] (bf16) as fp32, exactly, i < len.
 void widen_bf16(const uint16_t* src, int64_t len, float* dst);
 }  // namespace avx2
+
+namespace avx512 {
+bool compiled();  // this build has the AVX-512 variants (x86 with GCC or Clang)
+// avx2::fma_block's contract and bits on ZMM registers, with a larger tile.
+void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, int64_t npanels,
+               int64_t panel_ld, int64_t kc, float* acc, int64_t ldacc, bool first);
+// The 8-lane kernel (GemmBlockFn) with AVX-512 VL's 32 vector registers: a larger tile.
+void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64_t ldb,
+                int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo, float* lanes);
+}  // namespace avx512
+
+// The FMA path (the `auto` kernels of linear and conv) runs on these ISAs, with the same bits on
+// each: one fp32 FMA chain per output element over k ascending.
+inline bool fma_path_isa(Isa isa) {
+  return isa == Isa::avx2 || isa == Isa::avx512;
+}
+// The FMA path's block kernel for `isa` (avx2 or avx512; the same contract and bits).
+using FmaBlockFn = void (*)(const float* a, int64_t lda, int64_t rows, const float* panels,
+                            int64_t npanels, int64_t panel_ld, int64_t kc, float* acc,
+                            int64_t ldacc, bool first);
+inline FmaBlockFn fma_block_kernel(Isa isa) {
+  return isa == Isa::avx512 ? &avx512::fma_block : &avx2::fma_block;
+}
+// The FMA path's register tile on `isa`, as its `info` reasons print it.
+inline const char* fma_tile_name(Isa isa) {
+  return isa == Isa::avx512 ? "8x48" : "6x16";
+}
 
 inline int64_t round_up8(int64_t v) {
   return (v + 7) / 8 * 8;

@@ -18,6 +18,7 @@ namespace {
 // Features of this CPU and OS that the kernels can use.
 struct Features {
   bool avx2 = false, fma = false, f16c = false, os_ymm = false;
+  bool avx512f = false, avx512vl = false, os_zmm = false;
 };
 
 Features detect() {
@@ -33,10 +34,14 @@ Features detect() {
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
     f.os_ymm = (lo & 0x6u) == 0x6u;
+    // Bits 5-7: the opmask registers and both halves of the 32 ZMM registers.
+    f.os_zmm = f.os_ymm && (lo & 0xE0u) == 0xE0u;
   }
   if (__get_cpuid_max(0, nullptr) >= 7) {
     __cpuid_count(7, 0, eax, ebx, ecx, edx);
     f.avx2 = (ebx >> 5) & 1u;
+    f.avx512f = (ebx >> 16) & 1u;
+    f.avx512vl = (ebx >> 31) & 1u;
   }
 #endif
   return f;
@@ -52,31 +57,48 @@ std::atomic<int> g_override{-1};
 
 }  // namespace
 
-Isa parse_isa_setting(const std::string& value) {
-  const Isa best = detected_isa();
-  if (value.empty() || value == "auto") return best;
-  if (value == "generic") return Isa::generic;
-  if (value == "avx2") {
-    if (best != Isa::avx2)
-      detail::fail("cpu", "GEMMKIT_CPU_ISA",
-                   "'avx2': not supported by this CPU (it needs AVX2, FMA and the OS's AVX "
-                   "state); this CPU has: " +
-                       std::string(isa_name(best)));
-    return Isa::avx2;
+// Whether this CPU and OS run `isa` (and the build has its kernels).
+bool isa_supported(Isa isa) {
+  const Features& f = features();
+  switch (isa) {
+    case Isa::generic:
+      return true;
+    case Isa::avx2:
+      return avx2::compiled() && f.avx2 && f.fma && f.os_ymm;
+    case Isa::avx512:
+      return avx512::compiled() && isa_supported(Isa::avx2) && f.avx512f && f.avx512vl && f.os_zmm;
   }
-  if (value == "avx512" || value == "amx")
+  return false;
+}
+
+Isa parse_isa_setting(const std::string& value) {
+  if (value.empty() || value == "auto") return detected_isa();
+  if (value == "generic") return Isa::generic;
+  for (const Isa isa : {Isa::avx2, Isa::avx512}) {
+    if (value != isa_name(isa)) continue;
+    if (!isa_supported(isa)) {
+      detail::fail("cpu", "GEMMKIT_CPU_ISA",
+                   "'" + value + "': not supported by this CPU (" +
+                       (isa == Isa::avx2 ? std::string("it needs AVX2, FMA and the OS's AVX state")
+                                         : std::string("it needs AVX-512 F and VL, AVX2, FMA "
+                                                       "and the OS's ZMM state")) +
+                       "); this CPU has: " + isa_name(detected_isa()));
+    }
+    return isa;
+  }
+  if (value == "amx")
     detail::fail("cpu", "GEMMKIT_CPU_ISA",
-                 "'" + value + "': not built in this version (it has auto, avx2, generic)");
-  detail::fail("cpu", "GEMMKIT_CPU_ISA", "'" + value + "': must be auto, avx2 or generic");
+                 "'amx': not built in this version (it has auto, avx512, avx2, generic)");
+  detail::fail("cpu", "GEMMKIT_CPU_ISA", "'" + value + "': must be auto, avx512, avx2 or generic");
 }
 
 const char* isa_name(Isa isa) {
-  return isa == Isa::avx2 ? "avx2" : "generic";
+  return isa == Isa::avx512 ? "avx512" : isa == Isa::avx2 ? "avx2" : "generic";
 }
 
 Isa detected_isa() {
-  const Features& f = features();
-  if (avx2::compiled() && f.avx2 && f.fma && f.os_ymm) return Isa::avx2;
+  if (isa_supported(Isa::avx512)) return Isa::avx512;
+  if (isa_supported(Isa::avx2)) return Isa::avx2;
   return Isa::generic;
 }
 
@@ -90,6 +112,9 @@ std::string detected_features() {
   add(f.fma, "fma");
   add(f.f16c, "f16c");
   add(f.os_ymm, "os-ymm");
+  add(f.avx512f, "avx512f");
+  add(f.avx512vl, "avx512vl");
+  add(f.os_zmm, "os-zmm");
   return s.empty() ? "none" : s;
 }
 
@@ -106,7 +131,8 @@ void set_isa_override(int isa) {
 
 std::vector<Isa> available_isas() {
   std::vector<Isa> isas{Isa::generic};
-  if (detected_isa() == Isa::avx2) isas.push_back(Isa::avx2);
+  for (const Isa isa : {Isa::avx2, Isa::avx512})
+    if (isa_supported(isa)) isas.push_back(isa);
   return isas;
 }
 

@@ -21,10 +21,12 @@ namespace generic {
 namespace {
 const DotKernels kGeneric{"generic", &generic::gemm_block};
 const DotKernels kAvx2{"avx2", &avx2::gemm_block};
+const DotKernels kAvx512{"avx512", &avx512::gemm_block};
 }  // namespace
 
 const DotKernels& dot_kernels() {
-  return active_isa() == Isa::avx2 ? kAvx2 : kGeneric;
+  const Isa isa = active_isa();
+  return isa == Isa::avx512 ? kAvx512 : isa == Isa::avx2 ? kAvx2 : kGeneric;
 }
 
 void set_generic_kernels(bool generic) {
