@@ -80,7 +80,14 @@ void expect_within_limits(const LinearConfig& c, const LinearShape& s, const Lin
     EXPECT_EQ(c.threads, 32 * (c.consumers + 1));
     EXPECT_EQ(c.tiles, ceil_div(s.m, 16 * c.consumers) * ceil_div(s.n, 8 * c.nt));
     EXPECT_EQ(c.grid_x, std::min(c.tiles, d.max_grid_x));
-    EXPECT_EQ(c.shared_bytes, stream_shared_bytes_host(c.consumers, c.nt));
+    if (c.stages == kStreamLongStages) {
+      EXPECT_TRUE(stream_long_ring_built(c.consumers, c.nt)) << c.name;
+      EXPECT_NE(c.name.find(".s16"), std::string::npos) << c.name;
+    } else {
+      EXPECT_EQ(c.stages, stream_stages_host(c.consumers, c.nt)) << c.name;
+      EXPECT_EQ(c.name.find(".s"), std::string::npos) << c.name;
+    }
+    EXPECT_EQ(c.shared_bytes, stream_shared_bytes_host(c.consumers, c.nt, c.stages));
     EXPECT_LE(c.shared_bytes, d.shared_optin);
   }
   if (c.path == LinearPath::wgmma_swap) {
@@ -1201,6 +1208,14 @@ TEST(LinearDispatch, StreamingKernelNamesAndTiles) {
   EXPECT_EQ(stream_batch_tiles(64), 8);
   EXPECT_NE(forced_error(s, "stream.t3x1").find("no streaming kernel is built"), std::string::npos);
   EXPECT_NE(forced_error(s, "stream.x").find("unknown stream variant"), std::string::npos);
+  for (const char* name : {"stream.t2x1.s8", "stream.t2x1.s", "stream.t2x1s16", "stream.t.s16",
+                           "stream.s16", "stream.t2x1.s16.s16"}) {
+    EXPECT_NE(forced_error(s, name).find("unknown stream variant"), std::string::npos) << name;
+  }
+  EXPECT_NE(forced_error(s, "stream.t1x1.s16").find("built for tiles t2x1 and t2x2 only"),
+            std::string::npos);
+  EXPECT_NE(forced_error(s, "stream.t3x1.s16").find("no streaming kernel is built"),
+            std::string::npos);
   EXPECT_NE(forced_error(bf16_shape(8, 4095, 4096), "stream").find("one-chain form"),
             std::string::npos);
   LinearShape f32 = s;
@@ -1210,6 +1225,60 @@ TEST(LinearDispatch, StreamingKernelNamesAndTiles) {
   strided.tma_compatible = false;
   EXPECT_NE(forced_error(strided, "stream").find("TMA"), std::string::npos);
   EXPECT_EQ(select_linear_config(strided, kH200, "", true).path, LinearPath::reference);
+}
+
+// The long ring: 16 stages of t2x1 / t2x2 where k has 64 slices or more and the tiles fit one
+// wave; the standard ring elsewhere; both by name.
+TEST(LinearDispatch, StreamingKernelLongRing) {
+  struct Expected {
+    int64_t n, m, k;
+    const char* name;
+  };
+  for (const Expected& e :
+       {Expected{8, 4096, 14336, "stream.t2x1.s16"}, Expected{1, 4096, 8192, "stream.t2x1.s16"},
+        Expected{16, 4096, 8192, "stream.t2x2.s16"},
+        Expected{8, 4096, 8064, "stream.t2x1"},       // 63 slices
+        Expected{8, 4096, 8072, "stream.t2x1.s16"},   // 64, the last partial
+        Expected{8, 4224, 14336, "stream.t2x1.s16"},  // 132 tiles
+        Expected{8, 4256, 14336, "stream.t2x1"},      // 133 tiles: two waves
+        Expected{8, 28672, 4096, "stream.t2x1"}, Expected{16, 4096, 4096, "stream.t2x2"}}) {
+    LinearShape s = bf16_shape(e.n, e.m, e.k);
+    s.batch_invariant = true;
+    const LinearConfig c = select_linear_config(s, kH200, "", true);
+    EXPECT_EQ(c.name, e.name) << e.n << " x " << e.m << " x " << e.k;
+    expect_within_limits(c, s, kH200);
+    EXPECT_EQ(select_linear_config(s, kH200, "stream", true).name, e.name);
+    if (c.stages == kStreamLongStages) {
+      EXPECT_NE(c.reason.find("16 stages (k of 64 slices or more"), std::string::npos) << c.reason;
+    }
+  }
+  const LinearConfig c = select_linear_config(bf16_shape(8, 4096, 14336), kH200, "", true);
+  EXPECT_EQ(c.stages, 16);
+  EXPECT_EQ(c.shared_bytes, 1024 + 16 * 2 * (32 + 8) * 128 + 32 * 8);
+  // On 114 SMs (an H100 PCIe) 128 tiles take two waves: the standard ring.
+  LinearDevice small = kH200;
+  small.multiprocessors = 114;
+  EXPECT_EQ(select_linear_config(bf16_shape(8, 4096, 14336), small, "", true).name, "stream.t2x1");
+  // By name, either ring at any k.
+  for (const char* name : {"stream.t2x1.s16", "stream.t2x2.s16", "stream.t2x1", "stream.t2x2"}) {
+    for (int64_t k : {200, 14336}) {
+      const LinearShape s = bf16_shape(100, 4100, k);
+      const LinearConfig forced = select_linear_config(s, kH200, name, true);
+      EXPECT_EQ(forced.name, name);
+      expect_within_limits(forced, s, kH200);
+    }
+  }
+  int consumers = 0, nt = 0;
+  StreamRing ring = StreamRing::chosen;
+  EXPECT_TRUE(parse_stream_name("stream.t2x2.s16", consumers, nt, ring));
+  EXPECT_EQ(consumers, 2);
+  EXPECT_EQ(nt, 2);
+  EXPECT_EQ(ring, StreamRing::long_ring);
+  EXPECT_TRUE(parse_stream_name("stream.t4x8", consumers, nt, ring));
+  EXPECT_EQ(ring, StreamRing::standard);
+  EXPECT_TRUE(parse_stream_name("stream", consumers, nt, ring));
+  EXPECT_EQ(ring, StreamRing::chosen);
+  EXPECT_EQ(consumers + nt, 0);
 }
 
 TEST(LinearDispatch, TransposedWgmmaNamesAndChoice) {

@@ -445,12 +445,25 @@ TEST(GpuLinearSanitize, EveryVariantSmallShapes) {
     DeviceLinear problem(c, 4);
     const auto reference = problem.run("reference", 0);
     for (const std::string kernel :
-         {"auto", "stream.t1x1", "stream.t1x2", "stream.t2x1", "stream.t2x2", "stream.t2x4",
-          "stream.t2x8", "stream.t4x4", "stream.t4x8", "wgmma.n64", "wgmma.n128", "wgmma.n256",
-          "wgmma.t32", "wgmma.t64", "wgmma.t128", "wgmma.t256", "wgmma.t32.w1", "wgmma.t64.w1",
+         {"auto",         "stream.t1x1",     "stream.t1x2",     "stream.t2x1",
+          "stream.t2x2",  "stream.t2x4",     "stream.t2x8",     "stream.t4x4",
+          "stream.t4x8",  "stream.t2x1.s16", "stream.t2x2.s16", "wgmma.n64",
+          "wgmma.n128",   "wgmma.n256",      "wgmma.t32",       "wgmma.t64",
+          "wgmma.t128",   "wgmma.t256",      "wgmma.t32.w1",    "wgmma.t64.w1",
           "wgmma.t128.w1"}) {
       for (int pdl : {0, 1}) {
         EXPECT_EQ(problem.run(kernel, pdl), reference) << describe(c) << " " << kernel;
+      }
+    }
+  }
+  // The streaming kernel's rings wrapped: 33 slices on 8 and 16 stages.
+  {
+    DeviceLinear problem(LinearCase{9, 4100, 4104, true, DType::bf16}, 5);
+    const auto reference = problem.run("reference", 0);
+    for (const std::string kernel :
+         {"stream.t2x1", "stream.t2x2", "stream.t2x1.s16", "stream.t2x2.s16"}) {
+      for (int pdl : {0, 1}) {
+        EXPECT_EQ(problem.run(kernel, pdl), reference) << "n=9 m=4100 k=4104 " << kernel;
       }
     }
   }

@@ -348,9 +348,9 @@ TEST(GpuLinearBatchInvariant, SwitchedOffTakesCublasltUnlessDeterministic) {
   EXPECT_EQ(deterministic.kernel, on.kernel);
 }
 
-// The one-chain form (weights of 4096 rows and more): the streaming kernel at every tile and the
-// wgmma kernel at every width equal the reference kernel bit for bit, over tails of n, m and k,
-// bf16 and f16, bias and both output types (auto included).
+// The one-chain form (weights of 4096 rows and more): the streaming kernel at every tile and ring
+// and the wgmma kernel at every width equal the reference kernel bit for bit, over tails of n, m
+// and k, bf16 and f16, bias and both output types (auto included).
 TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
   GEMMKIT_REQUIRE_GPU();
   const std::vector<int64_t> ns = {1, 3, 8, 9, 16, 17, 33, 64, 65, 130, 300};
@@ -363,6 +363,8 @@ TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
                                             "stream.t2x8",
                                             "stream.t4x4",
                                             "stream.t4x8",
+                                            "stream.t2x1.s16",
+                                            "stream.t2x2.s16",
                                             "wgmma.n64",
                                             "wgmma.n128",
                                             "wgmma.n256",
@@ -396,7 +398,7 @@ TEST(GpuLinearOneChain, EveryKernelMatchesReferenceBitwise) {
       }
     }
   }
-  EXPECT_EQ(checked, 3 * 5 * 2 * 20);
+  EXPECT_EQ(checked, 3 * 5 * 2 * 22);
 }
 
 TEST(GpuLinearWgmma, RepeatedRunsAreBitwiseIdentical) {

@@ -207,7 +207,10 @@ inline LinearConfig one_chain_config(const LinearShape& s, const LinearDevice& d
     if (!c.name.empty()) {
       c.reason = form + "n <= " + std::to_string(kStreamMaxN) + ": the streaming kernel, " +
                  std::to_string(c.tiles) + " tiles of " + std::to_string(16 * c.consumers) + " x " +
-                 std::to_string(8 * c.nt);
+                 std::to_string(8 * c.nt) + ", " + std::to_string(c.stages) + " stages" +
+                 (c.stages == kStreamLongStages ? " (k of " + std::to_string(kStreamLongSlices) +
+                                                      " slices or more, tiles fit one wave)"
+                                                : "");
       return c;
     }
   }
@@ -309,10 +312,11 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
   }
   if (forced.rfind("stream", 0) == 0) {
     int consumers = 0, nt = 0;
-    if (!parse_stream_name(forced, consumers, nt)) {
+    StreamRing ring = StreamRing::chosen;
+    if (!parse_stream_name(forced, consumers, nt, ring)) {
       reject(
           "unknown stream variant; use stream or stream.t<c>x<nt> (t1x1, t1x2, t2x1, t2x2, t2x4, "
-          "t2x8, t4x4, t4x8)");
+          "t2x8, t4x4, t4x8), with .s16 for the long ring of t2x1 and t2x2");
     }
     require_one_chain_kernel("the streaming kernel", "sm_90");
     if (consumers != 0 && !stream_tile_built(consumers, nt)) {
@@ -320,7 +324,11 @@ inline LinearConfig select_linear_config(const LinearShape& s, const LinearDevic
           "no streaming kernel is built for that tile; tiles: t1x1, t1x2, t2x1, t2x2, t2x4, t2x8, "
           "t4x4, t4x8");
     }
-    LinearConfig c = stream_config(s, d, pdl, consumers, nt);
+    if (ring == StreamRing::long_ring && !stream_long_ring_built(consumers, nt)) {
+      reject("the long ring (.s" + std::to_string(kStreamLongStages) +
+             ") is built for tiles t2x1 and t2x2 only");
+    }
+    LinearConfig c = stream_config(s, d, pdl, consumers, nt, ring);
     if (c.name.empty()) reject("does not fit this device's shared memory or grid for this shape");
     c.reason = "forced";
     return c;

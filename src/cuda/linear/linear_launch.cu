@@ -427,28 +427,40 @@ void launch_swap_typed(const detail::LinearProblem& p, const LinearConfig& c, cu
               " weight rows on " + std::to_string(groups) + " consumer warpgroups");
 }
 
-template <typename T, typename Out, int kConsumers, int kNT>
+template <typename T, typename Out, int kConsumers, int kNT,
+          int kStages = stream_stages<kConsumers, kNT>()>
 void launch_stream_instance(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                             int device) {
-  static_assert(stream_stages<kConsumers, kNT>() > 0, "a ring stage fits");
-  launch_one_chain_instance<linear_stream_kernel<T, Out, kConsumers, kNT>, T, Out>(
-      p, c, s, device, stream_shared_bytes<kConsumers, kNT>(), stream_stages<kConsumers, kNT>(),
-      16 * kConsumers, kRingHalfK, 8 * kNT, kRingHalfK);
+  static_assert(kStages > 0, "a ring stage fits");
+  launch_one_chain_instance<linear_stream_kernel<T, Out, kConsumers, kNT, kStages>, T, Out>(
+      p, c, s, device, stream_shared_bytes<kConsumers, kNT, kStages>(), kStages, 16 * kConsumers,
+      kRingHalfK, 8 * kNT, kRingHalfK);
 }
 
 template <typename T, typename Out>
 void launch_stream_typed(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                          int device) {
-  if (c.consumers == 1 && c.nt == 1) return launch_stream_instance<T, Out, 1, 1>(p, c, s, device);
-  if (c.consumers == 1 && c.nt == 2) return launch_stream_instance<T, Out, 1, 2>(p, c, s, device);
-  if (c.consumers == 2 && c.nt == 1) return launch_stream_instance<T, Out, 2, 1>(p, c, s, device);
-  if (c.consumers == 2 && c.nt == 2) return launch_stream_instance<T, Out, 2, 2>(p, c, s, device);
-  if (c.consumers == 2 && c.nt == 4) return launch_stream_instance<T, Out, 2, 4>(p, c, s, device);
-  if (c.consumers == 2 && c.nt == 8) return launch_stream_instance<T, Out, 2, 8>(p, c, s, device);
-  if (c.consumers == 4 && c.nt == 4) return launch_stream_instance<T, Out, 4, 4>(p, c, s, device);
-  if (c.consumers == 4 && c.nt == 8) return launch_stream_instance<T, Out, 4, 8>(p, c, s, device);
+  constexpr int kLong = kStreamLongStages;
+  if (c.stages == kLong) {
+    if (c.consumers == 2 && c.nt == 1) {
+      return launch_stream_instance<T, Out, 2, 1, kLong>(p, c, s, device);
+    }
+    if (c.consumers == 2 && c.nt == 2) {
+      return launch_stream_instance<T, Out, 2, 2, kLong>(p, c, s, device);
+    }
+  } else {
+    if (c.consumers == 1 && c.nt == 1) return launch_stream_instance<T, Out, 1, 1>(p, c, s, device);
+    if (c.consumers == 1 && c.nt == 2) return launch_stream_instance<T, Out, 1, 2>(p, c, s, device);
+    if (c.consumers == 2 && c.nt == 1) return launch_stream_instance<T, Out, 2, 1>(p, c, s, device);
+    if (c.consumers == 2 && c.nt == 2) return launch_stream_instance<T, Out, 2, 2>(p, c, s, device);
+    if (c.consumers == 2 && c.nt == 4) return launch_stream_instance<T, Out, 2, 4>(p, c, s, device);
+    if (c.consumers == 2 && c.nt == 8) return launch_stream_instance<T, Out, 2, 8>(p, c, s, device);
+    if (c.consumers == 4 && c.nt == 4) return launch_stream_instance<T, Out, 4, 4>(p, c, s, device);
+    if (c.consumers == 4 && c.nt == 8) return launch_stream_instance<T, Out, 4, 8>(p, c, s, device);
+  }
   throw Error("gemmkit::linear: internal: no streaming instance for tile " +
-              std::to_string(c.consumers) + "x" + std::to_string(c.nt));
+              std::to_string(c.consumers) + "x" + std::to_string(c.nt) + " with " +
+              std::to_string(c.stages) + " stages");
 }
 
 // ---- cuBLASLt (n above the family, other GPUs) -------------------------------------------------

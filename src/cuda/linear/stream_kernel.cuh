@@ -10,12 +10,13 @@
 //
 // Structure: a CTA owns 16 * kConsumers weight rows by 8 * kNT batch rows over all of k. One
 // producer lane streams 128-wide k slices of both (stage_fragments.cuh: two 64-wide halves in the
-// 128-byte swizzle) into a ring of kStages stages; consumer warp c reduces weight rows
-// 16c .. 16c + 15 of every slice with ldmatrix and mma.sync, kNT independent chains per warp, and
-// frees the stage once its fragments are in registers. CTAs stride over tiles (weight block
-// fastest); the ring runs on across a CTA's tiles. There is no k split (one chain), so the
-// parallelism is m / 16 chains: at kOneChainMinRows rows and more the chain of k / 16 dependent
-// MMAs ends before the weight has streamed from HBM.
+// 128-byte swizzle) into a ring of kStages stages (8, or 16 for long k: stream_config.h); consumer
+// warp c reduces weight rows 16c .. 16c + 15 of every slice with ldmatrix and mma.sync, kNT
+// independent chains per warp, and frees the stage once its fragments are in registers. CTAs
+// stride over tiles (weight block fastest); the ring runs on across a CTA's tiles. There is no k
+// split (one chain), so the parallelism is m / 16 chains: at kOneChainMinRows rows and more the
+// chain of k / 16 dependent MMAs ends before the weight has streamed from HBM.
+//
 // PDL: the weight slices of the first ring round are requested before griddepcontrol.wait;
 // activations, bias and out are touched only after it; consumer thread 0 triggers the dependent
 // grid right after its wait (the ring kernel's placement).
@@ -29,16 +30,16 @@
 
 namespace gemmkit::cuda::linear_family {
 
-// Stages of a streaming kernel instance: as many as fit 192 KiB, at most 8.
+// The standard ring of a streaming kernel instance: as many stages as fit 192 KiB, at most 8
+// (kStreamStages, stream_config.h; the long ring takes 16 for t2x1 and t2x2).
 template <int kConsumers, int kNT>
 constexpr int stream_stages() {
   constexpr int bytes = RingTile<kConsumers, kNT>::kStageBytes;
   return (192 * 1024) / bytes < 8 ? (192 * 1024) / bytes : 8;
 }
-template <int kConsumers, int kNT>
+template <int kConsumers, int kNT, int kStages>
 constexpr int stream_shared_bytes() {
-  return 1024 + stream_stages<kConsumers, kNT>() * RingTile<kConsumers, kNT>::kStageBytes +
-         2 * stream_stages<kConsumers, kNT>() * 8;
+  return 1024 + kStages * RingTile<kConsumers, kNT>::kStageBytes + 2 * kStages * 8;
 }
 
 namespace stream_detail {
@@ -75,7 +76,7 @@ __device__ __forceinline__ void block_mma(const BlockFragments<kNT>& f, float (&
 
 }  // namespace stream_detail
 
-template <typename T, typename Out, int kConsumers, int kNT>
+template <typename T, typename Out, int kConsumers, int kNT, int kStages>
 __global__ void __launch_bounds__(32 * (kConsumers + 1))
     linear_stream_kernel(const __grid_constant__ CUtensorMap w_map,
                          const __grid_constant__ CUtensorMap x_map, const T* bias,
@@ -83,7 +84,6 @@ __global__ void __launch_bounds__(32 * (kConsumers + 1))
                          int64_t out_col_stride, int64_t n, int64_t m, int64_t k, int64_t m_tiles,
                          int64_t tiles) {
   using Tile = RingTile<kConsumers, kNT>;
-  constexpr int kStages = stream_stages<kConsumers, kNT>();
   extern __shared__ __align__(1024) char shared_raw[];
   char* shared = shared_raw + ((1024u - (ptx::smem_address(shared_raw) & 1023u)) & 1023u);
   uint64_t* full = reinterpret_cast<uint64_t*>(shared + kStages * Tile::kStageBytes);
