@@ -45,7 +45,8 @@ std::string cpu_isa_line() {
     line = std::string("invalid setting (") + e.what() + ")";
   }
   return line + " (detected: " + cpu::isa_name(cpu::detected_isa()) +
-         "; CPU features: " + cpu::detected_features() + "; GEMMKIT_CPU_ISA=auto|avx2|generic)";
+         "; CPU features: " + cpu::detected_features() +
+         "; GEMMKIT_CPU_ISA=auto|avx512|avx2|generic)";
 }
 }  // namespace
 
