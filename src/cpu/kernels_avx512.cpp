@@ -93,16 +93,19 @@ TileFn select_tile(int64_t rows, int64_t panels) {
 
 }  // namespace
 
+// Panel groups outer, row tiles inner: a group's panels (3 x 16 columns x kc) are read by every
+// row tile in turn while they are in L1 / L2 (f32 conv 64 x 64 c128 3 x 3: 4.59-4.69 ms against
+// 4.81-4.91 with row tiles outer; 256 x 4096 x 4096 linear median 33.1 against 34.3). The order
+// of the tiles changes no element's chain.
 void fma_block(const float* a, int64_t lda, int64_t rows, const float* panels, int64_t npanels,
                int64_t panel_ld, int64_t kc, float* acc, int64_t ldacc, bool first) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kFmaRows512) {
-    const int64_t nr = rows - r0 < kFmaRows512 ? rows - r0 : kFmaRows512;
-    const float* ar = a + r0 * lda;
-    float* accr = acc + r0 * ldacc;
-    for (int64_t p = 0; p < npanels; p += kFmaPanels512) {
-      const int64_t np = npanels - p < kFmaPanels512 ? npanels - p : kFmaPanels512;
-      select_tile<kFmaRows512, kFmaPanels512>(nr, np)(ar, lda, panels + p * panel_ld, panel_ld, kc,
-                                                      accr + p * kFmaPanel, ldacc, first);
+  for (int64_t p = 0; p < npanels; p += kFmaPanels512) {
+    const int64_t np = npanels - p < kFmaPanels512 ? npanels - p : kFmaPanels512;
+    for (int64_t r0 = 0; r0 < rows; r0 += kFmaRows512) {
+      const int64_t nr = rows - r0 < kFmaRows512 ? rows - r0 : kFmaRows512;
+      select_tile<kFmaRows512, kFmaPanels512>(nr, np)(
+          a + r0 * lda, lda, panels + p * panel_ld, panel_ld, kc, acc + r0 * ldacc + p * kFmaPanel,
+          ldacc, first);
     }
   }
 }
