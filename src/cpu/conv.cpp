@@ -78,14 +78,14 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
   const int threads = parallel ? num_threads() : 1;
 
   const Isa isa = active_isa();
-  const bool fma = !reference && fma_path_isa(isa) && klen > 0;
-  const FmaBlockFn fma_block = fma_block_kernel(isa);
+  const FmaKernels* fma_path = fma_kernels(isa);
+  const bool fma = !reference && fma_path != nullptr && klen > 0;
   const std::string tail = std::to_string(threads) + " thread" + (threads == 1 ? ")" : "s)");
   info.backend = "cpu";
   if (fma) {
     info.kernel = "cpu.conv.patch-gemm.fma";
     info.reason = std::string("auto on ISA ") + isa_name(isa) +
-                  " (fp32 patches x 16-channel weight panels, " + fma_tile_name(isa) +
+                  " (fp32 patches x 16-channel weight panels, " + fma_path->tile +
                   " fp32 FMA tile, " + tail;
   } else {
     info.kernel = "cpu.conv.patch-gemm";
@@ -357,8 +357,8 @@ void conv(const detail::ConvProblem& problem, bool reference, CallInfo& info) {
                 wpan + ((g0 + gi) * gpanels + chunk * oc_chunk / kFmaPanel) * klen * kFmaPanel;
             for (int64_t k0 = 0; k0 < klen; k0 += kFmaConvKc) {
               const int64_t kc = std::min(kFmaConvKc, klen - k0);
-              fma_block(patches + gi * kpad + k0, lda, np, pan + k0 * kFmaPanel, npanels,
-                        klen * kFmaPanel, kc, sums, ldsum, k0 == 0);
+              fma_path->block(patches + gi * kpad + k0, lda, np, pan + k0 * kFmaPanel, npanels,
+                              klen * kFmaPanel, kc, sums, ldsum, k0 == 0);
             }
           } else {
             kernels.gemm_block(patches + gi * kpad, lda, np, wp + oc0 * kpad, kpad, noc, kpad,

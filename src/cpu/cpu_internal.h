@@ -160,21 +160,20 @@ void gemm_block(const float* a, int64_t lda, int64_t rows, const float* b, int64
                 int64_t cols, int64_t kpad, int64_t kblock, float* out, int64_t ldo, float* lanes);
 }  // namespace avx512
 
-// The FMA path (the `auto` kernels of linear and conv) runs on these ISAs, with the same bits on
-// each: one fp32 FMA chain per output element over k ascending.
-inline bool fma_path_isa(Isa isa) {
-  return isa == Isa::avx2 || isa == Isa::avx512;
-}
-// The FMA path's block kernel for `isa` (avx2 or avx512; the same contract and bits).
+// The FMA path (the `auto` kernels of linear and conv) on one ISA: its block kernel and its
+// register tile as the `info` reasons print it. Every ISA that has one gives the same bits: one
+// fp32 FMA chain per output element over k ascending.
 using FmaBlockFn = void (*)(const float* a, int64_t lda, int64_t rows, const float* panels,
                             int64_t npanels, int64_t panel_ld, int64_t kc, float* acc,
                             int64_t ldacc, bool first);
-inline FmaBlockFn fma_block_kernel(Isa isa) {
-  return isa == Isa::avx512 ? &avx512::fma_block : &avx2::fma_block;
-}
-// The FMA path's register tile on `isa`, as its `info` reasons print it.
-inline const char* fma_tile_name(Isa isa) {
-  return isa == Isa::avx512 ? "8x48" : "6x16";
+struct FmaKernels {
+  const char* tile;  // "6x16" (avx2), "8x48" (avx512)
+  FmaBlockFn block;
+};
+// The FMA path's kernels on `isa`, or nullptr where the path does not run (generic).
+const FmaKernels* fma_kernels(Isa isa);
+inline bool fma_path_isa(Isa isa) {
+  return fma_kernels(isa) != nullptr;
 }
 
 inline int64_t round_up8(int64_t v) {

@@ -22,11 +22,17 @@ namespace {
 const DotKernels kGeneric{"generic", &generic::gemm_block};
 const DotKernels kAvx2{"avx2", &avx2::gemm_block};
 const DotKernels kAvx512{"avx512", &avx512::gemm_block};
+const FmaKernels kAvx2Fma{"6x16", &avx2::fma_block};
+const FmaKernels kAvx512Fma{"8x48", &avx512::fma_block};
 }  // namespace
 
 const DotKernels& dot_kernels() {
   const Isa isa = active_isa();
   return isa == Isa::avx512 ? kAvx512 : isa == Isa::avx2 ? kAvx2 : kGeneric;
+}
+
+const FmaKernels* fma_kernels(Isa isa) {
+  return isa == Isa::avx512 ? &kAvx512Fma : isa == Isa::avx2 ? &kAvx2Fma : nullptr;
 }
 
 void set_generic_kernels(bool generic) {

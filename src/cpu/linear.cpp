@@ -11,8 +11,8 @@
 // `auto` on the avx2 and avx512 ISAs (cpu.linear.fma): x packed once as above; tasks own blocks of
 // w rows (output columns; never a split of k), pack them in k blocks of kFmaKc into 16-column
 // panels (bf16 / f16 widened exactly), and run the FMA tile (6 x 16 on YMM, 8 x 48 on ZMM, the
-// same bits) over every x row. Order: one fp32
-// FMA chain per element over k ascending, then + bias (docs/numerics.md).
+// same bits) over every x row. Order: one fp32 FMA chain per element over k ascending, then
+// + bias (docs/numerics.md).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -77,8 +77,8 @@ constexpr int64_t kFmaNarrowRows = 8;
 constexpr int64_t kNarrowKb = 512;
 
 void linear_fma(const detail::LinearProblem& problem, const std::vector<float>& bias,
-                const PackedRows& xr, int64_t kpad, bool parallel, int threads, Isa isa) {
-  const FmaBlockFn fma_block = fma_block_kernel(isa);
+                const PackedRows& xr, int64_t kpad, bool parallel, int threads,
+                FmaBlockFn fma_block) {
   const int64_t n = problem.n, m = problem.m, k = problem.k;
   const Tensor& w = problem.w;
   const Tensor& out = problem.out;
@@ -196,7 +196,8 @@ void linear(const detail::LinearProblem& problem, bool reference, CallInfo* info
   const int64_t x_floats = staging_count(n, kpad);
   const bool x_staged = x_floats >= 0 && x_floats <= kMaxStagedFloats;
   // The FMA path reads x from its one packed copy.
-  const bool fma = !reference && fma_path_isa(isa) && x_staged && k > 0;
+  const FmaKernels* fma_path = fma_kernels(isa);
+  const bool fma = !reference && fma_path != nullptr && x_staged && k > 0;
 
   const double macs = static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(kpad);
   const bool parallel = macs >= 65536.0;
@@ -208,7 +209,7 @@ void linear(const detail::LinearProblem& problem, bool reference, CallInfo* info
     if (fma) {
       info->kernel = "cpu.linear.fma";
       info->reason = std::string("auto on ISA ") + isa_name(isa) + " (packed 16-column w panels, " +
-                     fma_tile_name(isa) + " fp32 FMA tile, " + tail;
+                     fma_path->tile + " fp32 FMA tile, " + tail;
     } else {
       info->kernel = "cpu.linear.packed";
       info->reason = std::string(reference ? "reference kernel" : "auto") + " on ISA " +
@@ -244,7 +245,7 @@ void linear(const detail::LinearProblem& problem, bool reference, CallInfo* info
   // rows overlap: its logical size is not bounded by its memory); then each task packs its rows.
   PackedRows xr(x, k, kpad, 2), wr(w, k, kpad, 0);
   if (x_staged) xr.pack_whole("x", n, rb, parallel && x_floats >= 65536);
-  if (fma) return linear_fma(problem, bias, xr, kpad, parallel, threads, isa);
+  if (fma) return linear_fma(problem, bias, xr, kpad, parallel, threads, fma_path->block);
   // w packed once when several row blocks reuse it (and the copy is bounded, as for x); else
   // per task.
   const int64_t w_floats = staging_count(m, kpad);
