@@ -428,7 +428,7 @@ void launch_swap_typed(const detail::LinearProblem& p, const LinearConfig& c, cu
 }
 
 template <typename T, typename Out, int kConsumers, int kNT,
-          int kStages = stream_stages<kConsumers, kNT>()>
+          int kStages = stream_stages_host(kConsumers, kNT)>
 void launch_stream_instance(const detail::LinearProblem& p, const LinearConfig& c, cudaStream_t s,
                             int device) {
   static_assert(kStages > 0, "a ring stage fits");

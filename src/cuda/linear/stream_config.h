@@ -27,8 +27,8 @@ inline bool stream_tile_built(int consumers, int nt) {
          (consumers == 4 && (nt == 4 || nt == 8));
 }
 // The ring stages of a tile. The standard ring: as many 128-wide k slices of both operands as fit
-// 192 KiB, at most kStreamStages (stream_stages in stream_kernel.cuh, which the launcher checks
-// against this); under 192 KiB, with PDL the next call's CTA fits on the SM beside this one and
+// 192 KiB, at most kStreamStages (stream_stages_host, which also sizes the launcher's kernel
+// instances); under 192 KiB, with PDL the next call's CTA fits on the SM beside this one and
 // streams its first slices while this one ends. The long ring: kStreamLongStages stages of the
 // tiles auto takes (t2x1, t2x2), for k of kStreamLongSlices slices and more where the tiles fit
 // one wave (at most one CTA per SM). It leaves no room for the next call's CTA, which long k
@@ -39,10 +39,10 @@ constexpr int kStreamStages = 8;
 constexpr int kStreamLongStages = 16;
 constexpr int64_t kStreamLongSlices = 64;
 
-inline int64_t stream_stage_bytes_host(int consumers, int nt) {
+constexpr int64_t stream_stage_bytes_host(int consumers, int nt) {
   return 2 * (16 * consumers + 8 * nt) * 128;
 }
-inline int stream_stages_host(int consumers, int nt) {
+constexpr int stream_stages_host(int consumers, int nt) {
   return static_cast<int>(
       std::min<int64_t>(kStreamStages, (192 * 1024) / stream_stage_bytes_host(consumers, nt)));
 }

@@ -30,13 +30,8 @@
 
 namespace gemmkit::cuda::linear_family {
 
-// The standard ring of a streaming kernel instance: as many stages as fit 192 KiB, at most 8
-// (kStreamStages, stream_config.h; the long ring takes 16 for t2x1 and t2x2).
-template <int kConsumers, int kNT>
-constexpr int stream_stages() {
-  constexpr int bytes = RingTile<kConsumers, kNT>::kStageBytes;
-  return (192 * 1024) / bytes < 8 ? (192 * 1024) / bytes : 8;
-}
+// Shared memory of an instance with a ring of kStages stages (stream_stages_host, stream_config.h,
+// sets the count; the launcher checks this layout's bytes against the host's).
 template <int kConsumers, int kNT, int kStages>
 constexpr int stream_shared_bytes() {
   return 1024 + kStages * RingTile<kConsumers, kNT>::kStageBytes + 2 * kStages * 8;
