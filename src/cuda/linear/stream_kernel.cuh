@@ -55,9 +55,11 @@ __device__ __forceinline__ void load_block(uint32_t stage, int block, int consum
   for (int nt = 0; nt < kNT; ++nt) fragments.b_fragment(nt, lane, f.b[nt]);
 }
 
-// Fragment buffers of a slice's straight-line MMAs: block b + kBuffers - 1 is read while block b's
-// MMAs run (a dependent m16n8k16 step takes ~24 cycles on an H200, an ldmatrix's result longer).
-// A whole slice where the registers allow (kNT <= 2).
+// Fragment buffers of a slice's straight-line MMAs: block b + kBuffers - 1 may be read while block
+// b's MMAs run (a dependent m16n8k16 step takes ~24 cycles on an H200, an ldmatrix's result
+// longer). ptxas schedules the loads itself: with 8 buffers (kNT <= 2) the SASS still issues each
+// block's ldmatrix one or two blocks ahead of its MMAs, and forcing all of a slice's loads first
+// measured slower (docs/perf.md, rejected ideas).
 template <int kNT>
 constexpr int fragment_buffers() {
   return kNT <= 2 ? 8 : kNT == 4 ? 4 : 2;
