@@ -17,13 +17,14 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "cuda/common/wgmma.cuh"
+#include "micro_start.h"
 
 namespace {
+
+using gemmkit::micro::check;
 
 using gemmkit::cuda::wgmma::fence_registers;
 using gemmkit::cuda::wgmma::mma_k_steps;
@@ -131,13 +132,6 @@ __global__ void __launch_bounds__(128) wgmma_chain(float* out, long long* cycles
   if (threadIdx.x == 0) *cycles = stop - start;
 }
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "gemmkit_chain_latency: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
 // Runs `launch` twice (the first warms the instruction cache) and returns cycles / steps.
 template <typename Launch>
 double cycles_per_step(long long* cycles, int steps, Launch&& launch) {
@@ -181,28 +175,8 @@ void run_wgmma(float* out, long long* cycles) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int device = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-      device = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: gemmkit_chain_latency [--device I]\n");
-      return 2;
-    }
-  }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "gemmkit_chain_latency: no CUDA device\n");
-    return 1;
-  }
-  check(cudaSetDevice(device), "device");
-  cudaDeviceProp props{};
-  check(cudaGetDeviceProperties(&props, device), "device properties");
-  if (props.major != 9) {
-    std::fprintf(stderr, "gemmkit_chain_latency: needs sm_90 (device %d is sm_%d%d)\n", device,
-                 props.major, props.minor);
-    return 1;
-  }
+  const cudaDeviceProp props =
+      gemmkit::micro::start_device("gemmkit_chain_latency", argc, argv).props;
   std::printf("%s, one SM, clock64 cycles\n", props.name);
   float* out = nullptr;
   long long* cycles = nullptr;

@@ -17,15 +17,15 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/tensor_map.h"
+#include "micro_start.h"
 
 namespace {
 
 namespace ptx = gemmkit::cuda::ptx;
+using gemmkit::micro::check;
 
 constexpr int64_t kCols = 4096;                     // bf16 columns of the buffer viewed as a matrix
 constexpr int64_t kRowBytes = kCols * 2;            // 8 KiB
@@ -140,28 +140,12 @@ __global__ void __launch_bounds__(32, 1)
   }
 }
 
-void check(cudaError_t status, const char* what) {
-  if (status == cudaSuccess) return;
-  std::fprintf(stderr, "gemmkit_load_latency: %s: %s\n", what, cudaGetErrorString(status));
-  std::exit(1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int device = 0;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-      device = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: gemmkit_load_latency [--device I]\n");
-      return 2;
-    }
-  }
-  check(cudaSetDevice(device), "set device");
-  cudaDeviceProp prop = {};
-  check(cudaGetDeviceProperties(&prop, device), "properties");
-  std::printf("%s: one warp, %d dependent fetches per line\n", prop.name, kSteps - 1);
+  const gemmkit::micro::Device device =
+      gemmkit::micro::start_device("gemmkit_load_latency", argc, argv);
+  std::printf("%s: one warp, %d dependent fetches per line\n", device.props.name, kSteps - 1);
   uint8_t* buffer = nullptr;
   long long* cycles = nullptr;
   unsigned long long* ns = nullptr;

@@ -23,16 +23,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/tensor_map.h"
+#include "micro_start.h"
 
 namespace {
 
 namespace ptx = gemmkit::cuda::ptx;
+using gemmkit::micro::check;
 
 constexpr int kCols = 4096;  // both matrices: 4096 bf16 columns, 64 k blocks of 64
 constexpr int kKBlocks = kCols / 64;
@@ -118,23 +118,11 @@ __global__ void __launch_bounds__(64, 1)
   }
 }
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "gemmkit_tma_throughput: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int device = 0;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
-  }
-  check(cudaSetDevice(device), "cudaSetDevice");
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  const int sms =
+      gemmkit::micro::start_device("gemmkit_tma_throughput", argc, argv).props.multiProcessorCount;
   void *a = nullptr, *b = nullptr;
   check(cudaMalloc(&a, kRowsA * kCols * 2), "cudaMalloc A");
   check(cudaMalloc(&b, kRowsB * kCols * 2), "cudaMalloc B");
