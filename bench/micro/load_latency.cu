@@ -98,11 +98,7 @@ __global__ void __launch_bounds__(32, 1)
             ptx::tma_load_2d(tile + b * rows * 128, &map, &bar, b * 64, static_cast<int32_t>(row));
         } else {
           // One contiguous run of the same byte count from the row's start.
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-              "[%3];" ::"r"(ptx::smem_address(tile)),
-              "l"(buffer + row * kRowBytes), "r"(bytes), "r"(ptx::smem_address(&bar))
-              : "memory");
+          ptx::bulk_load(tile, buffer + row * kRowBytes, static_cast<uint32_t>(bytes), &bar);
         }
       }
       ptx::mbarrier_wait(&bar, static_cast<uint32_t>(s & 1));
