@@ -107,12 +107,10 @@ __global__ void __launch_bounds__(32, 1)
       for (int c = lane; c < chunks; c += 32) {
         const int r = c / (8 * boxes), piece = c % (8 * boxes);
         const uint8_t* src = buffer + (row + r) * kRowBytes + piece * 16;
-        asm volatile(
-            "cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ptx::smem_address(tile + c * 16)),
-            "l"(src)
-            : "memory");
+        ptx::cp_async_cg16(ptx::smem_address(tile + c * 16), src, 16);
       }
-      asm volatile("cp.async.wait_all;" ::: "memory");
+      ptx::cp_async_commit();
+      ptx::cp_async_wait<0>();
       __syncwarp();
       zero = *reinterpret_cast<volatile int*>(tile + lane * 16);
     } else {
