@@ -81,7 +81,11 @@ __global__ void __launch_bounds__(32, 1)
   __syncwarp();
   const int bytes = rows * 128 * boxes;
   const int chunks = bytes / 16;  // 16-byte pieces, spread over the lanes
-  int zero = 0;                   // read back from the data: the walk's dependency
+  // Where chunk c of the fetch at `row` starts: `boxes` * 128 bytes of each of `rows` rows.
+  const auto chunk_source = [&](int64_t row, int c) {
+    return buffer + (row + c / (8 * boxes)) * kRowBytes + (c % (8 * boxes)) * 16;
+  };
+  int zero = 0;  // read back from the data: the walk's dependency
   long long start = 0;
   uint64_t start_ns = 0;
   for (int s = 0; s < kSteps; ++s) {
@@ -105,9 +109,7 @@ __global__ void __launch_bounds__(32, 1)
       zero = *reinterpret_cast<volatile int*>(tile + lane * 16);
     } else if (way == Way::kCpAsync) {
       for (int c = lane; c < chunks; c += 32) {
-        const int r = c / (8 * boxes), piece = c % (8 * boxes);
-        const uint8_t* src = buffer + (row + r) * kRowBytes + piece * 16;
-        ptx::cp_async_cg16(ptx::smem_address(tile + c * 16), src, 16);
+        ptx::cp_async_cg16(ptx::smem_address(tile + c * 16), chunk_source(row, c), 16);
       }
       ptx::cp_async_commit();
       ptx::cp_async_wait<0>();
@@ -116,8 +118,7 @@ __global__ void __launch_bounds__(32, 1)
     } else {
       int sum = 0;
       for (int c = lane; c < chunks; c += 32) {
-        const int r = c / (8 * boxes), piece = c % (8 * boxes);
-        const uint8_t* src = buffer + (row + r) * kRowBytes + piece * 16;
+        const uint8_t* src = chunk_source(row, c);
         int4 v;
         asm volatile("ld.global.cg.v4.s32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
