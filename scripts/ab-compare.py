@@ -43,8 +43,8 @@ def main(argv):
             flagged += 1
             continue
         o_us, o_ok, o_kernel = other[name]
-        if key == "cold_median_us" and math.isinf(us) and math.isinf(o_us):
-            continue  # timed warm only on both sides
+        if key == "cold_median_us" and ok and o_ok and math.isinf(us) and math.isinf(o_us):
+            continue  # ran and passed, timed warm only, on both sides
         ratio = us / o_us if o_us > 0 else math.inf
         mark = ""
         if not (ok and o_ok):
